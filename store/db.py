@@ -1,0 +1,117 @@
+"""Opening a Workbench database: WAL, foreign keys, schema version check, forward-only migrations.
+
+One `Database` per thread and per process (sqlite3's check_same_thread); open another for each worker.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from store.schema import MIGRATIONS, SCHEMA_VERSION
+
+
+class StoreError(Exception):
+    """A database that cannot be used, with a message that names the file and says what to do."""
+
+
+class SchemaTooNewError(StoreError):
+    pass
+
+
+def now() -> float:
+    return time.time()
+
+
+def dumps(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+@contextmanager
+def write_txn(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
+    """A transaction that takes the write lock at BEGIN. A deferred one that reads then writes can fail
+    at once in WAL mode (SQLITE_BUSY_SNAPSHOT, not retried by busy_timeout) when another process wrote
+    in between; this one waits its turn instead."""
+    if db.conn.in_transaction:  # nested: join the caller's transaction
+        yield db
+        return
+    db.conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        if db.conn.in_transaction:
+            db.conn.execute("ROLLBACK")
+        raise
+    db.conn.execute("COMMIT")
+
+
+def open_db(path: str | Path, *, create: bool = True, readonly: bool = False) -> sqlite_utils.Database:
+    """Open (and create or migrate) the store at `path`; raise StoreError with a clear message otherwise."""
+    path = Path(path)
+    if not path.exists() and not create:
+        raise StoreError(f"{path}: no such database (create one with `workbench train` or `workbench demo`)")
+    if path.exists() and path.is_dir():
+        raise StoreError(f"{path}: is a directory, not a Workbench database file")
+    try:
+        if readonly:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        else:
+            conn = sqlite3.connect(str(path), timeout=30)
+        db = sqlite_utils.Database(conn)
+        db.execute("PRAGMA busy_timeout = 30000")
+        db.execute("PRAGMA foreign_keys = ON")
+        if not readonly:
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = NORMAL")  # safe in WAL: a crash loses no committed txn
+        _migrate(db, path, readonly=readonly)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path}: not a usable SQLite database ({exc}); move it aside or pass another --db") from exc
+    return db
+
+
+def schema_version(db: sqlite_utils.Database) -> int:
+    if "schema_version" not in db.table_names():
+        return 0
+    row = db.execute("SELECT version FROM schema_version WHERE id = 1").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _migrate(db: sqlite_utils.Database, path: Path, *, readonly: bool) -> None:
+    version = schema_version(db)
+    if version > SCHEMA_VERSION:
+        raise SchemaTooNewError(
+            f"{path}: schema version {version} is newer than this Workbench understands ({SCHEMA_VERSION}); "
+            "upgrade agent-workbench to open it (nothing was changed)"
+        )
+    if version == 0 and db.table_names() and "schema_version" not in db.table_names():
+        raise StoreError(f"{path}: is an SQLite file but not a Workbench database (tables: {db.table_names()[:5]})")
+    if version == SCHEMA_VERSION or readonly:
+        return
+    # The write lock is taken first, so two processes opening a new file migrate it once.
+    with write_txn(db):
+        version = schema_version(db)
+        for target, statements in MIGRATIONS:
+            if target <= version:
+                continue
+            for sql in statements:
+                db.execute(sql)
+            db.execute(
+                "INSERT INTO schema_version (id, version, migrated) VALUES (1, ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET version = excluded.version, migrated = excluded.migrated",
+                [target, now()],
+            )
+
+
+def integrity_ok(db: sqlite_utils.Database) -> bool:
+    return db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -1,0 +1,111 @@
+"""Runs, their status, the worker's lock and heartbeat, and the events log."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from typing import Any
+
+import sqlite_utils
+
+from store.db import StoreError, dumps, now, write_txn
+from store.rows import decode, one
+
+# Status values the worker writes; the UI shows them as they are.
+STATUSES = ("created", "starting", "running", "pausing", "paused", "stopping", "stopped", "crashed", "finished")
+
+
+class RunLockedError(StoreError):
+    """Another live worker holds this run."""
+
+
+def create_run(
+    db: sqlite_utils.Database, *, name: str, model: str, config: dict[str, Any], harness: dict | None = None
+) -> int:
+    t = now()
+    cur = db.execute(
+        "INSERT INTO runs (name, model, config, harness, status, created, updated) VALUES (?, ?, ?, ?, 'created', ?, ?)",
+        [name, model, dumps(config), dumps(harness), t, t],
+    )
+    return int(cur.lastrowid)
+
+
+def get_run(db: sqlite_utils.Database, run_id: int) -> dict[str, Any]:
+    row = one(db.execute("SELECT * FROM runs WHERE id = ?", [run_id]))
+    if row is None:
+        raise StoreError(f"run {run_id} does not exist")
+    return row
+
+
+def list_runs(db: sqlite_utils.Database) -> list[dict[str, Any]]:
+    return decode(db.execute("SELECT * FROM runs ORDER BY id DESC"))
+
+
+def set_status(
+    db: sqlite_utils.Database, run_id: int, status: str, reason: str = "", *, error: str | None = None
+) -> None:
+    """Record a state change with its time and reason, in the run row and as an event."""
+    if status not in STATUSES:
+        raise ValueError(f"unknown run status {status!r}; one of {STATUSES}")
+    t = now()
+    with write_txn(db):
+        db.execute(
+            "UPDATE runs SET status = ?, status_reason = ?, updated = ?, error = COALESCE(?, error) WHERE id = ?",
+            [status, reason, t, error, run_id],
+        )
+        add_event(db, run_id, "status", f"{status}: {reason}" if reason else status, {"status": status})
+
+
+def update_config(db: sqlite_utils.Database, run_id: int, config: dict[str, Any]) -> None:
+    db.execute("UPDATE runs SET config = ?, updated = ? WHERE id = ?", [dumps(config), now(), run_id])
+
+
+def acquire_lock(db: sqlite_utils.Database, run_id: int, *, stale_after_s: float = 30.0) -> str:
+    """Take the run's single-worker lock; steal it only if the holder's heartbeat is stale."""
+    token = secrets.token_hex(8)
+    t = now()
+    with write_txn(db):
+        row = db.execute("SELECT lock_token, heartbeat, worker_pid, worker_host FROM runs WHERE id = ?", [run_id]).fetchone()
+        if row is None:
+            raise StoreError(f"run {run_id} does not exist")
+        held, beat, pid, host = row
+        if held and beat is not None and t - beat < stale_after_s:
+            raise RunLockedError(
+                f"run {run_id} already has a live worker (pid {pid} on {host}, heartbeat {t - beat:.0f} s ago); "
+                "attach to it with `workbench tui`, or stop it first"
+            )
+        db.execute(
+            "UPDATE runs SET lock_token = ?, heartbeat = ?, worker_pid = ?, worker_host = ? WHERE id = ?",
+            [token, t, os.getpid(), socket.gethostname(), run_id],
+        )
+    return token
+
+
+def heartbeat(db: sqlite_utils.Database, run_id: int, token: str) -> bool:
+    """Refresh the heartbeat; False when the lock was stolen (the worker must then stop writing)."""
+    cur = db.execute("UPDATE runs SET heartbeat = ? WHERE id = ? AND lock_token = ?", [now(), run_id, token])
+    return cur.rowcount == 1
+
+
+def release_lock(db: sqlite_utils.Database, run_id: int, token: str) -> None:
+    db.execute("UPDATE runs SET lock_token = NULL, heartbeat = NULL WHERE id = ? AND lock_token = ?", [run_id, token])
+
+
+def worker_alive(run: dict[str, Any], *, stale_after_s: float = 30.0) -> bool:
+    beat = run.get("heartbeat")
+    return bool(run.get("lock_token")) and beat is not None and now() - beat < stale_after_s
+
+
+def add_event(db: sqlite_utils.Database, run_id: int | None, kind: str, message: str, data: Any = None) -> int:
+    cur = db.execute(
+        "INSERT INTO events (run_id, kind, message, data, created) VALUES (?, ?, ?, ?, ?)",
+        [run_id, kind, message, dumps(data), now()],
+    )
+    return int(cur.lastrowid)
+
+
+def events_since(db: sqlite_utils.Database, run_id: int, after_id: int = 0, limit: int = 200) -> list[dict[str, Any]]:
+    return decode(
+        db.execute("SELECT * FROM events WHERE run_id = ? AND id > ? ORDER BY id LIMIT ?", [run_id, after_id, limit])
+    )

@@ -1,0 +1,345 @@
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import store
+from store import commands, labels, metrics, runs, tasks, trajectories, verifiers
+from store.trajectories import TrajectoryFilter, page_trajectories
+from tests.store_helpers import trajectory_row
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def db(tmp_path):
+    return store.open_db(tmp_path / "wb.db")
+
+
+@pytest.fixture
+def run_id(db):
+    return runs.create_run(db, name="t", model="tiny", config={"seed": 1})
+
+
+def fill(db, run_id, steps=5, groups=4, g=8, task_ids=None):
+    rng = random.Random(0)
+    for step in range(steps):
+        rows = [
+            trajectory_row(run_id, step, grp, s, rng, task_ids[grp % len(task_ids)] if task_ids else None)
+            for grp in range(groups)
+            for s in range(g)
+        ]
+        trajectories.insert_trajectories(db, rows)
+
+
+def test_open_sets_wal_foreign_keys_and_version(db):
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert store.db.schema_version(db) == store.db.SCHEMA_VERSION
+    assert {"runs", "tasks", "trajectories", "steps", "evals", "checkpoints", "commands", "labels", "events",
+            "verifiers"} <= set(db.table_names())
+
+
+def test_reopen_is_idempotent(tmp_path):
+    p = tmp_path / "wb.db"
+    db = store.open_db(p)
+    rid = runs.create_run(db, name="a", model="m", config={})
+    db.close()
+    db2 = store.open_db(p)
+    assert runs.get_run(db2, rid)["name"] == "a"
+
+
+def test_newer_schema_refuses_with_clear_message(tmp_path):
+    p = tmp_path / "wb.db"
+    db = store.open_db(p)
+    runs.create_run(db, name="keep", model="m", config={})
+    db.execute("UPDATE schema_version SET version = 99")
+    db.close()
+    with pytest.raises(store.SchemaTooNewError, match=r"wb\.db.*schema version 99.*upgrade"):
+        store.open_db(p)
+    # Nothing was touched.
+    raw = sqlite3.connect(p)
+    assert raw.execute("SELECT version FROM schema_version").fetchone()[0] == 99
+    assert raw.execute("SELECT name FROM runs").fetchone()[0] == "keep"
+
+
+def test_non_sqlite_file_gives_clear_error(tmp_path):
+    p = tmp_path / "notes.db"
+    p.write_bytes(b"this is not a database at all\n" * 200)
+    with pytest.raises(store.StoreError, match=r"notes\.db: not a usable SQLite database"):
+        store.open_db(p)
+    assert p.read_bytes().startswith(b"this is not")
+
+
+def test_corrupt_database_gives_clear_error(tmp_path):
+    p = tmp_path / "wb.db"
+    db = store.open_db(p)
+    fill(db, runs.create_run(db, name="x", model="m", config={}), steps=2)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    data = bytearray(p.read_bytes())
+    data[0:16] = b"garbage garbage!"  # the header is gone
+    p.write_bytes(bytes(data))
+    with pytest.raises(store.StoreError, match="not a usable SQLite database"):
+        store.open_db(p)
+
+
+def test_foreign_sqlite_file_is_refused(tmp_path):
+    p = tmp_path / "other.db"
+    c = sqlite3.connect(p)
+    c.execute("CREATE TABLE x (a)")
+    c.commit()
+    c.close()
+    with pytest.raises(store.StoreError, match="not a Workbench database"):
+        store.open_db(p)
+
+
+def test_missing_file_without_create(tmp_path):
+    with pytest.raises(store.StoreError, match="no such database"):
+        store.open_db(tmp_path / "nope.db", create=False)
+
+
+def test_insert_batch_returns_contiguous_ids_and_roundtrips_json(db, run_id):
+    rng = random.Random(1)
+    rows = [trajectory_row(run_id, 0, 0, s, rng) for s in range(8)]
+    ids = trajectories.insert_trajectories(db, rows)
+    assert len(ids) == 8 and ids == list(range(ids[0], ids[0] + 8))
+    got = trajectories.get_trajectory(db, ids[3])
+    assert got["messages"] == rows[3]["messages"]
+    assert got["reward_parts"] == rows[3]["reward_parts"]
+    assert got["sample_idx"] == 3
+
+
+def test_insert_rejects_bad_rows_and_writes_nothing(db, run_id):
+    rng = random.Random(1)
+    good = trajectory_row(run_id, 0, 0, 0, rng)
+    with pytest.raises(store.StoreError, match="unknown field.*rewrd"):
+        trajectories.insert_trajectories(db, [good, {**good, "rewrd": 1}])
+    with pytest.raises(store.StoreError, match="missing required.*completion"):
+        trajectories.insert_trajectories(db, [good, {k: v for k, v in good.items() if k != "completion"}])
+    assert trajectories.count_trajectories(db, run_id) == 0
+
+
+def _walk(db, flt, **kw):
+    seen, after = [], None
+    while True:
+        page = page_trajectories(db, flt, after=after, limit=7, **kw)
+        seen += page.rows
+        if page.next_cursor is None:
+            return seen
+        after = page.next_cursor
+
+
+def test_keyset_pages_cover_everything_once_in_order(db, run_id):
+    fill(db, run_id, steps=3, groups=2, g=8)
+    all_rows = _walk(db, TrajectoryFilter(run_id=run_id))
+    ids = [r["id"] for r in all_rows]
+    assert len(ids) == 48 and ids == sorted(ids, reverse=True)
+    by_reward = _walk(db, TrajectoryFilter(run_id=run_id), order="reward", descending=False)
+    keys = [(r["reward"], r["id"]) for r in by_reward]
+    assert keys == sorted(keys) and len(keys) == 48
+    assert "messages" not in by_reward[0]
+
+
+def test_filters(db, run_id):
+    tids = list(tasks.add_tasks(db, [{"key": f"c:{i}", "dataset": "c", "split": "train", "prompt": f"p{i}"} for i in range(2)]).values())
+    fill(db, run_id, steps=4, groups=2, g=4, task_ids=tids)
+    other = runs.create_run(db, name="o", model="m", config={})
+    fill(db, other, steps=1)
+    rows = _walk(db, TrajectoryFilter(run_id=run_id, step_min=1, step_max=2, reward_min=0.5, task_id=tids[1]))
+    assert rows and all(1 <= r["step"] <= 2 and r["reward"] >= 0.5 and r["task_id"] == tids[1] for r in rows)
+    assert all(r["run_id"] == run_id for r in _walk(db, TrajectoryFilter(run_id=run_id)))
+    db.execute("UPDATE trajectories SET completion = 'needle here' WHERE id = (SELECT MIN(id) FROM trajectories WHERE run_id = ?)", [run_id])
+    assert [r["completion"] for r in _walk(db, TrajectoryFilter(run_id=run_id, text="needle"))] == ["needle here"]
+    assert _walk(db, TrajectoryFilter(run_id=run_id, errors_only=True)) == []
+
+
+def test_follow_since_id_and_group_members(db, run_id):
+    fill(db, run_id, steps=1, groups=2, g=8)
+    first = trajectories.trajectories_since(db, run_id, 0, limit=5)
+    assert [r["id"] for r in first] == sorted(r["id"] for r in first)
+    rest = trajectories.trajectories_since(db, run_id, first[-1]["id"])
+    assert len(first) + len(rest) == 16
+    group = trajectories.group_members(db, first[0]["id"])
+    assert [g["sample_idx"] for g in group] == list(range(8))
+
+
+def test_superseded_rows_are_kept_but_hidden(db, run_id):
+    fill(db, run_id, steps=4, groups=1, g=2)
+    for s in range(4):
+        metrics.append_step(db, run_id, s, {"reward": s})
+    assert trajectories.mark_superseded(db, run_id, after_step=1) == 4
+    assert trajectories.count_trajectories(db, run_id) == 8  # nothing deleted
+    assert {r["step"] for r in _walk(db, TrajectoryFilter(run_id=run_id))} == {0, 1}
+    assert metrics.last_step(db, run_id) == 1
+    metrics.append_step(db, run_id, 2, {"reward": 9})  # a re-done step is allowed once more
+    with pytest.raises(sqlite3.IntegrityError):
+        metrics.append_step(db, run_id, 2, {"reward": 9})
+
+
+def test_steps_evals_checkpoints(db, run_id):
+    metrics.append_step(db, run_id, 0, {"reward": 0.1, "loss": 0.0})
+    metrics.append_step(db, run_id, 1, {"reward": 0.3})
+    assert [s["metrics"]["reward"] for s in metrics.steps_since(db, run_id)] == [0.1, 0.3]
+    assert [s["step"] for s in metrics.steps_since(db, run_id, after_step=0)] == [1]
+    ck = metrics.record_checkpoint(db, run_id, step=1, kind="periodic", path="/x/ck1")
+    e = metrics.record_eval(db, run_id, step=1, tasks={"split": "held_out"}, mode="greedy", metrics={"success": 0.5},
+                            checkpoint_id=ck)
+    base = metrics.record_eval(db, run_id, step=0, tasks={"split": "held_out"}, mode="greedy", metrics={"success": 0.1},
+                               is_baseline=True)
+    evs = metrics.list_evals(db, run_id)
+    assert [x["id"] for x in evs] == [base, e] and evs[0]["is_baseline"] == 1
+    assert metrics.latest_checkpoint(db, run_id)["id"] == ck
+    metrics.promote_checkpoint(db, ck)
+    assert metrics.list_checkpoints(db, run_id)[0]["promoted"] == 1
+
+
+def test_verifier_versions_and_single_active(db, run_id):
+    v1 = verifiers.add_verifier_version(db, run_id, "tool_call", "def reward(o, t): return 1.0", active=True)
+    v2 = verifiers.add_verifier_version(db, run_id, "tool_call", "def reward(o, t): return 0.5", note="stricter")
+    assert verifiers.add_verifier_version(db, run_id, "tool_call", "def reward(o, t): return 1.0") == v1
+    assert [v["version"] for v in verifiers.verifier_history(db, run_id)] == [1, 2]
+    assert verifiers.active_verifier(db, run_id)["id"] == v1
+    verifiers.activate_verifier(db, v2)
+    assert verifiers.active_verifier(db, run_id)["id"] == v2
+    assert db.execute("SELECT COUNT(*) FROM verifiers WHERE active = 1").fetchone()[0] == 1
+
+
+def test_dry_run_rows_changed_first(db, run_id):
+    fill(db, run_id, steps=1, groups=1, g=3)
+    ids = [r["id"] for r in trajectories.trajectories_since(db, run_id, 0)]
+    vid = verifiers.add_verifier_version(db, run_id, "v", "code")
+    labels.add_label(db, ids[2], "bad", "hallucinated arg")
+    verifiers.record_dry_run(db, vid, [
+        {"trajectory_id": ids[0], "old_reward": 1.0, "new_reward": 1.0},
+        {"trajectory_id": ids[1], "old_reward": 1.0, "new_reward": 0.8},
+        {"trajectory_id": ids[2], "old_reward": 1.0, "new_reward": -1.0},
+    ], {"changed": 2})
+    rows = verifiers.dry_run_rows(db, vid)
+    assert [r["trajectory_id"] for r in rows] == [ids[2], ids[1], ids[0]]
+    assert rows[0]["label"] == "bad"
+    assert verifiers.get_verifier(db, vid)["dry_run"] == {"changed": 2}
+
+
+def test_labels_newest_verdict_wins(db, run_id):
+    fill(db, run_id, steps=1, groups=1, g=2)
+    a, b = (r["id"] for r in trajectories.trajectories_since(db, run_id, 0))
+    labels.add_label(db, a, "good")
+    labels.add_label(db, a, "bad", "on second look")
+    labels.add_label(db, b, "good")
+    assert labels.verdicts(db, [a, b]) == {a: "bad", b: "good"}
+    with pytest.raises(store.StoreError, match="verdict"):
+        labels.add_label(db, a, "meh")
+
+
+def test_commands_claimed_once_in_order(db, run_id):
+    c1 = commands.enqueue(db, run_id, "pause")
+    c2 = commands.enqueue(db, run_id, "set_lr", {"lr": 1e-5})
+    got = commands.claim_next(db, run_id)
+    assert got["id"] == c1 and got["status"] == "claimed"
+    assert commands.claim_next(db, run_id)["payload"] == {"lr": 1e-5}
+    assert commands.claim_next(db, run_id) is None
+    commands.finish(db, c2, {"lr": 1e-5})
+    assert commands.get_command(db, c2)["status"] == "done"
+    with pytest.raises(ValueError, match="unknown command"):
+        commands.enqueue(db, run_id, "explode")
+
+
+def test_run_lock_and_stale_steal(db, run_id):
+    token = runs.acquire_lock(db, run_id)
+    with pytest.raises(runs.RunLockedError, match="already has a live worker"):
+        runs.acquire_lock(db, run_id)
+    assert runs.worker_alive(runs.get_run(db, run_id))
+    db.execute("UPDATE runs SET heartbeat = heartbeat - 120 WHERE id = ?", [run_id])
+    thief = runs.acquire_lock(db, run_id)
+    assert thief != token
+    assert runs.heartbeat(db, run_id, token) is False  # the old holder learns it lost the lock
+    runs.release_lock(db, run_id, thief)
+    assert not runs.worker_alive(runs.get_run(db, run_id))
+
+
+def test_status_changes_are_events(db, run_id):
+    runs.set_status(db, run_id, "running", "started by test")
+    runs.set_status(db, run_id, "crashed", "OOM", error="Traceback ...")
+    run = runs.get_run(db, run_id)
+    assert run["status"] == "crashed" and run["error"] == "Traceback ..."
+    assert [e["message"] for e in runs.events_since(db, run_id)] == ["running: started by test", "crashed: OOM"]
+    with pytest.raises(ValueError):
+        runs.set_status(db, run_id, "dancing")
+
+
+def test_task_stats(db, run_id):
+    ids = tasks.add_tasks(db, [{"key": "c:0", "dataset": "c", "split": "train", "prompt": "p", "expected_tool": "t"}])
+    again = tasks.add_tasks(db, [{"key": "c:0", "dataset": "c", "split": "train", "prompt": "p2"}])
+    assert ids == again and tasks.get_task(db, ids["c:0"])["prompt"] == "p2"
+    fill(db, run_id, steps=2, groups=1, g=4, task_ids=[ids["c:0"]])
+    (stat,) = tasks.task_stats(db, run_id)
+    assert stat["attempts"] == 8 and -1.0 <= stat["mean_reward"] <= 1.0
+
+
+WRITER = textwrap.dedent(
+    """
+    import random, sys
+    sys.path.insert(0, {root!r})
+    import store
+    from store import runs, trajectories
+    from tests.store_helpers import trajectory_row
+    db = store.open_db(sys.argv[1])
+    run_id = int(sys.argv[2])
+    rng = random.Random(0)
+    step = 0
+    while True:
+        trajectories.insert_trajectories(db, [trajectory_row(run_id, step, 0, s, rng) for s in range(50)])
+        print(step, flush=True)  # printed only after the batch committed
+        step += 1
+        if step >= int(sys.argv[3]):
+            break
+    """
+)
+
+
+def _writer(tmp_path, db_path, run_id, batches):
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER.format(root=str(ROOT)))
+    return subprocess.Popen([sys.executable, str(script), str(db_path), str(run_id), str(batches)],
+                            stdout=subprocess.PIPE, text=True)
+
+
+def test_reader_never_sees_half_a_batch(tmp_path):
+    path = tmp_path / "wb.db"
+    db = store.open_db(path)
+    run_id = runs.create_run(db, name="x", model="m", config={})
+    proc = _writer(tmp_path, path, run_id, batches=60)
+    reader = store.open_db(path)
+    seen = set()
+    while proc.poll() is None:
+        n = trajectories.count_trajectories(reader, run_id)
+        assert n % 50 == 0, n
+        seen.add(n)
+    assert proc.returncode == 0
+    assert trajectories.count_trajectories(reader, run_id) == 3000
+    assert len(seen) > 1  # the reader really ran while the writer wrote
+
+
+def test_killed_writer_loses_nothing_committed(tmp_path):
+    path = tmp_path / "wb.db"
+    db = store.open_db(path)
+    run_id = runs.create_run(db, name="x", model="m", config={})
+    proc = _writer(tmp_path, path, run_id, batches=10**9)
+    committed = -1
+    deadline = time.time() + 60
+    while committed < 20 and time.time() < deadline:
+        committed = int(proc.stdout.readline())
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    db2 = store.open_db(path)
+    assert store.integrity_ok(db2)
+    n = trajectories.count_trajectories(db2, run_id)
+    assert n % 50 == 0 and n >= (committed + 1) * 50
