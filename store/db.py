@@ -30,8 +30,12 @@ def now() -> float:
     return time.time()
 
 
+# One encoder for all writes: json.dumps with options would build a new encoder on every call.
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def dumps(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return None if value is None else _encode(value)
 
 
 def loads(text: str | None) -> Any:
@@ -74,6 +78,7 @@ def open_db(path: str | Path, *, create: bool = True, readonly: bool = False) ->
         if not readonly:
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")  # safe in WAL: a crash loses no committed txn
+        db.execute("PRAGMA cache_size = -65536")  # 64 MiB: index pages of a busy run stay in memory
         _migrate(db, path, readonly=readonly)
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path}: not a usable SQLite database ({exc}); move it aside or pass another --db") from exc
