@@ -5,6 +5,7 @@ Nothing is deleted: trajectories of a step past the last checkpoint are marked s
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,14 +33,19 @@ LIST_COLUMNS = (
 )
 
 
+_NAMES = tuple(COLUMNS)
+_JSON_AT = tuple(i for i, is_json in enumerate(COLUMNS.values()) if is_json)
+
+
 def _row_values(row: dict[str, Any], t: float) -> list[Any]:
-    unknown = row.keys() - COLUMNS.keys()
-    if unknown:
-        raise StoreError(f"trajectory has unknown field(s) {sorted(unknown)}; known: {list(COLUMNS)}")
-    missing = [k for k in REQUIRED if row.get(k) is None]
-    if missing:
-        raise StoreError(f"trajectory is missing required field(s) {missing}")
-    values = [dumps(row.get(k)) if is_json else row.get(k) for k, is_json in COLUMNS.items()]
+    if not row.keys() <= COLUMNS.keys():
+        raise StoreError(f"trajectory has unknown field(s) {sorted(row.keys() - COLUMNS.keys())}; known: {list(COLUMNS)}")
+    values = [row.get(k) for k in _NAMES]
+    for i in _JSON_AT:
+        if values[i] is not None:
+            values[i] = dumps(values[i])
+    if any(row.get(k) is None for k in REQUIRED):
+        raise StoreError(f"trajectory is missing required field(s) {[k for k in REQUIRED if row.get(k) is None]}")
     values.append(t)
     return values
 
@@ -111,31 +117,54 @@ def page_trajectories(
     after: tuple | None = None,
     limit: int = 50,
 ) -> Page:
-    """One page by keyset pagination on (order key, id): constant time wherever the page is."""
+    """One page by keyset pagination: constant time wherever the page is, at millions of rows.
+
+    `after` is the previous page's `next_cursor` (opaque). Ordering by id with a step filter walks
+    (step, id) instead, which is the same order for live rows and lets the step index serve it.
+    """
     if order not in ("id", "reward", "step"):
         raise ValueError(f"order must be id, reward or step, not {order!r}")
     clauses, params = flt.where()
+    if order == "id" and (flt.step_min is not None or flt.step_max is not None):
+        order = "step"
     cmp = "<" if descending else ">"
     direction = "DESC" if descending else "ASC"
     if order == "id":
         if after is not None:
             clauses.append(f"id {cmp} ?")
-            params.append(after[0])
-        order_sql = f"id {direction}"
+            params.append(after[-1])
+        rows = _select(db, clauses, params, f"id {direction}", limit)
     else:
         if order == "reward":
             clauses.append("reward IS NOT NULL")  # NULL rewards (errors) have no place in a reward order
-        if after is not None:
-            clauses.append(f"({order}, id) {cmp} (?, ?)")
-            params += [after[0], after[1]]
         order_sql = f"{order} {direction}, id {direction}"
-    sql = f"SELECT {LIST_COLUMNS} FROM trajectories WHERE {' AND '.join(clauses)} ORDER BY {order_sql} LIMIT ?"
-    rows = decode(db.execute(sql, [*params, limit]))
+        if after is None:
+            rows = _select(db, clauses, params, order_sql, limit)
+        else:
+            # (key, id) < (k, i) as two index range scans: SQLite turns the row-value form into a range
+            # on `key` alone and then filters ids one by one, which is a scan when many rows share k.
+            # The filter's own bounds on `key` are dropped: the cursor's bound is at least as tight, and
+            # with both present the planner may walk the looser one.
+            key, last_id = after
+            unbounded = dataclasses.replace(flt, **{f"{order}_min": None, f"{order}_max": None})
+            same, same_params = unbounded.where()
+            rows = _select(db, [*same, f"{order} = ?", f"id {cmp} ?"], [*same_params, key, last_id], order_sql, limit)
+            if len(rows) < limit:
+                side = dataclasses.replace(flt, **{f"{order}_max" if descending else f"{order}_min": None})
+                rest, rest_params = side.where()
+                if order == "reward":
+                    rest.append("reward IS NOT NULL")
+                rows += _select(db, [*rest, f"{order} {cmp} ?"], [*rest_params, key], order_sql, limit - len(rows))
     cursor = None
     if len(rows) == limit:
         last = rows[-1]
         cursor = (last["id"],) if order == "id" else (last[order], last["id"])
     return Page(rows, cursor)
+
+
+def _select(db: sqlite_utils.Database, clauses: list[str], params: list[Any], order_sql: str, limit: int) -> list[dict]:
+    sql = f"SELECT {LIST_COLUMNS} FROM trajectories WHERE {' AND '.join(clauses)} ORDER BY {order_sql} LIMIT ?"
+    return decode(db.execute(sql, [*params, limit]))
 
 
 def trajectories_since(

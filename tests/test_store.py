@@ -343,3 +343,17 @@ def test_killed_writer_loses_nothing_committed(tmp_path):
     assert store.integrity_ok(db2)
     n = trajectories.count_trajectories(db2, run_id)
     assert n % 50 == 0 and n >= (committed + 1) * 50
+
+
+def test_keyset_walk_with_bounds_returns_exactly_the_filtered_rows(db, run_id):
+    fill(db, run_id, steps=6, groups=2, g=4)
+    for flt, order in [
+        (TrajectoryFilter(run_id=run_id, step_min=1, step_max=4), "id"),
+        (TrajectoryFilter(run_id=run_id, reward_min=0.4, reward_max=0.8), "reward"),
+        (TrajectoryFilter(run_id=run_id, step_min=2), "step"),
+    ]:
+        for descending in (True, False):
+            got = [r["id"] for r in _walk(db, flt, order=order, descending=descending)]
+            clauses, params = flt.where()
+            want = {i for (i,) in db.execute(f"SELECT id FROM trajectories WHERE {' AND '.join(clauses)}", params)}
+            assert len(got) == len(set(got)) and set(got) == want, (flt, order, descending)
