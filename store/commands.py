@@ -11,7 +11,6 @@ from store.rows import decode, one
 
 KINDS = (
     "pause", "resume", "stop", "checkpoint", "eval", "set_verifier", "set_lr", "set_temperature", "sample",
-    "dry_run_verifier",
 )
 
 

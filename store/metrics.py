@@ -6,7 +6,7 @@ from typing import Any
 
 import sqlite_utils
 
-from store.db import dumps, now
+from store.db import dumps, now, write_txn
 from store.rows import decode, one
 
 
@@ -78,4 +78,14 @@ def latest_checkpoint(db: sqlite_utils.Database, run_id: int) -> dict[str, Any] 
 
 
 def promote_checkpoint(db: sqlite_utils.Database, checkpoint_id: int) -> None:
-    db.execute("UPDATE checkpoints SET promoted = 1 WHERE id = ?", [checkpoint_id])
+    """Make this the run's one promoted checkpoint (the best that beats the baseline)."""
+    with write_txn(db):
+        db.execute(
+            "UPDATE checkpoints SET promoted = 0 WHERE run_id = (SELECT run_id FROM checkpoints WHERE id = ?)",
+            [checkpoint_id],
+        )
+        db.execute("UPDATE checkpoints SET promoted = 1 WHERE id = ?", [checkpoint_id])
+
+
+def promoted_checkpoint(db: sqlite_utils.Database, run_id: int) -> dict[str, Any] | None:
+    return one(db.execute("SELECT * FROM checkpoints WHERE run_id = ? AND promoted = 1", [run_id]))

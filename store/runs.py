@@ -57,6 +57,20 @@ def set_status(
         add_event(db, run_id, "status", f"{status}: {reason}" if reason else status, {"status": status})
 
 
+def mark_pausing(db: sqlite_utils.Database, run_id: int) -> bool:
+    """running -> pausing when a pause is queued, in one statement (never over a later "paused")."""
+    with write_txn(db):
+        changed = db.execute(
+            "UPDATE runs SET status = 'pausing', status_reason = 'pause requested; obeyed after the current group', "
+            "updated = ? WHERE id = ? AND status = 'running' AND EXISTS (SELECT 1 FROM commands "
+            "WHERE run_id = ? AND kind = 'pause' AND status = 'pending')",
+            [now(), run_id, run_id],
+        ).rowcount
+        if changed:
+            add_event(db, run_id, "status", "pausing: pause requested", {"status": "pausing"})
+    return bool(changed)
+
+
 def update_config(db: sqlite_utils.Database, run_id: int, config: dict[str, Any]) -> None:
     db.execute("UPDATE runs SET config = ?, updated = ? WHERE id = ?", [dumps(config), now(), run_id])
 

@@ -199,6 +199,10 @@ def test_steps_evals_checkpoints(db, run_id):
     assert metrics.latest_checkpoint(db, run_id)["id"] == ck
     metrics.promote_checkpoint(db, ck)
     assert metrics.list_checkpoints(db, run_id)[0]["promoted"] == 1
+    ck2 = metrics.record_checkpoint(db, run_id, step=2, kind="periodic", path="/x/ck2")
+    metrics.promote_checkpoint(db, ck2)
+    assert [c["promoted"] for c in metrics.list_checkpoints(db, run_id)] == [0, 1]
+    assert metrics.promoted_checkpoint(db, run_id)["id"] == ck2
 
 
 def test_verifier_versions_and_single_active(db, run_id):
@@ -357,3 +361,13 @@ def test_keyset_walk_with_bounds_returns_exactly_the_filtered_rows(db, run_id):
             clauses, params = flt.where()
             want = {i for (i,) in db.execute(f"SELECT id FROM trajectories WHERE {' AND '.join(clauses)}", params)}
             assert len(got) == len(set(got)) and set(got) == want, (flt, order, descending)
+
+
+def test_mark_pausing_only_from_running_with_a_queued_pause(db, run_id):
+    runs.set_status(db, run_id, "running")
+    assert runs.mark_pausing(db, run_id) is False  # nothing queued
+    commands.enqueue(db, run_id, "pause")
+    assert runs.mark_pausing(db, run_id) is True
+    assert runs.get_run(db, run_id)["status"] == "pausing"
+    runs.set_status(db, run_id, "paused")
+    assert runs.mark_pausing(db, run_id) is False and runs.get_run(db, run_id)["status"] == "paused"
