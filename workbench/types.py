@@ -51,7 +51,9 @@ class Output(str):
 
     Attributes: `messages` (the whole conversation), `tool_calls` (parsed, in order), `parse_error`
     (why the last reply was not a tool call, or None), `unsafe` (reasons the environment flagged),
-    `executed` (every call ran without a tool error), `observations` (tool results, in order).
+    `executed` (every call ran without a tool error), `observations` (tool results, in order),
+    `state` (the simulated world's state when the episode ended, or None: multi-turn verifiers compare it
+    with `task.expected_state`).
     """
 
     messages: list[dict[str, Any]]
@@ -60,6 +62,7 @@ class Output(str):
     unsafe: list[str]
     executed: bool
     observations: list[Any]
+    state: dict[str, Any] | None
 
     def __new__(
         cls,
@@ -71,6 +74,7 @@ class Output(str):
         unsafe: list[str] | None = None,
         executed: bool = False,
         observations: list[Any] | None = None,
+        state: dict[str, Any] | None = None,
     ) -> Output:
         obj = super().__new__(cls, text)
         obj.messages = messages or []
@@ -79,6 +83,7 @@ class Output(str):
         obj.unsafe = unsafe or []
         obj.executed = executed
         obj.observations = observations or []
+        obj.state = state
         return obj
 
     @property

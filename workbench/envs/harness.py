@@ -1,0 +1,100 @@
+"""The harness: how a task is put to the model (system prompt with tool specs, a one-shot example, a prefill).
+
+It is part of the environment, not a detail: on SmolLM2-135M the prefill `{"tool": "` alone takes strict
+JSON from ~1/32 to ~13/32 (shared/NOTES.md), which is what makes GRPO's groups non-degenerate. So it is a
+plain dataclass that the UI can show and edit and the store can keep with a run (`to_dict`/`from_dict`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from workbench.tasks import BUILTIN_TOOLS
+from workbench.types import Task
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are an assistant that acts by calling tools.\n"
+    "Tools:\n"
+    "{tools}\n"
+    'Reply with one JSON object only, in this form: {"tool": "<tool name>", "args": {"<arg>": "<value>"}}. '
+    "No other text."
+)
+DEFAULT_MULTI_TURN_NOTE = (
+    "Call one tool per reply. Each tool result comes back to you as a message. "
+    'When the request is done, reply {"tool": "finish", "args": {"answer": "<one short sentence>"}}.'
+)
+DEFAULT_EXAMPLE_USER = "Set up a meeting with Robin on Thursday at 9:30 AM."
+DEFAULT_EXAMPLE_ASSISTANT = (
+    '{"tool": "calendar.create_event", "args": {"attendee": "Robin", "day": "Thursday", "time": "09:30"}}'
+)
+DEFAULT_PREFILL = '{"tool": "'
+
+
+def render_tools(tools: list[dict[str, Any]]) -> str:
+    """One line per tool: `- name(arg, opt?): description. arg: what it is; ...` (short: the model is 135M)."""
+    lines = []
+    for spec in tools:
+        params = spec.get("parameters") or {}
+        props: dict[str, Any] = params.get("properties") or {}
+        required = set(params.get("required", list(props)))
+        sig = ", ".join(p if p in required else f"{p}?" for p in props)
+        hints = "; ".join(
+            f"{p}: {d['description']}" for p, d in props.items() if isinstance(d, dict) and d.get("description")
+        )
+        desc = spec.get("description", "").strip()
+        lines.append(f"- {spec['name']}({sig}): {desc}" + (f" {hints}" if hints else ""))
+    return "\n".join(lines)
+
+
+@dataclass
+class Harness:
+    """Prompt construction for one environment. The `{tools}` placeholder is replaced literally (not with
+    str.format), so a system prompt may contain JSON braces. The example, when included, goes in as one
+    user/assistant exchange before the task; it is shown whatever tools the task offers, so edit it for
+    custom tool sets. `prefill` is the text the assistant reply is forced to begin with."""
+
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    include_example: bool = True
+    example_user: str = DEFAULT_EXAMPLE_USER
+    example_assistant: str = DEFAULT_EXAMPLE_ASSISTANT
+    prefill: str = DEFAULT_PREFILL
+    multi_turn_note: str = DEFAULT_MULTI_TURN_NOTE
+    observation_role: str = "tool"  # role of tool-result messages in multi-turn: "tool" or "user"
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            want = bool if f.name == "include_example" else str
+            if not isinstance(value, want):
+                raise ValueError(f"harness.{f.name} must be a {want.__name__}, got {type(value).__name__}")
+        if self.observation_role not in ("tool", "user"):
+            raise ValueError(f"harness.observation_role must be 'tool' or 'user', got {self.observation_role!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Harness:
+        """Unknown keys are an error (a typo would otherwise silently fall back to a default)."""
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ValueError(f"unknown harness keys {unknown}; valid: {sorted(names)}")
+        return cls(**d)
+
+    def system_text(self, task: Task, *, multi_turn: bool = False) -> str:
+        tools = task.tools if task.tools is not None else BUILTIN_TOOLS
+        text = self.system_prompt.replace("{tools}", render_tools(tools))
+        if multi_turn and self.multi_turn_note:
+            text += "\n" + self.multi_turn_note
+        return text
+
+    def messages(self, task: Task, *, multi_turn: bool = False) -> list[dict[str, str]]:
+        """Chat messages for the first turn: system, optional example exchange, the task's prompt."""
+        msgs = [{"role": "system", "content": self.system_text(task, multi_turn=multi_turn)}]
+        if self.include_example:
+            msgs.append({"role": "user", "content": self.example_user})
+            msgs.append({"role": "assistant", "content": self.example_assistant})
+        msgs.append({"role": "user", "content": task.prompt})
+        return msgs

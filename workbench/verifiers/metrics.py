@@ -1,0 +1,64 @@
+"""Per-output classification behind the seed metrics and the UI's failure shares.
+
+One function decides what "valid JSON", "wrong tool", "wrong args" and "unsafe" mean, so the eval, the
+step metrics and the UI never disagree. valid_json is strict (the whole reply, fences aside, is the JSON
+object), unlike the reward's lenient parse: it measures whether the model emits clean calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from workbench.envs.parse import parse_tool_call
+from workbench.types import Output, Task
+from workbench.verifiers.tool_call import norm, state_items, tool_calls_of
+
+FLAGS = ("valid_json", "parsed", "correct_tool", "correct_args", "success", "unsafe")
+
+
+def classify(output: Output, task: Task) -> dict[str, bool]:
+    """valid_json (every reply that made a call is strictly one JSON object; a final plain-text reply that
+    ends a multi-turn episode does not count against it), parsed (lenient), correct_tool, correct_args (all
+    expected args, no extras; multi-turn: final state == expected), success (tool + args, nothing unsafe)."""
+    calls, _ = tool_calls_of(output)
+    replies = agent_replies(output)
+    judged = replies[: len(calls)] if calls and len(replies) > len(calls) else replies
+    strict = all(parse_tool_call(reply, strict=True)[0] is not None for reply in judged)
+    unsafe = bool(getattr(output, "unsafe", None))
+    if task.expected_state is not None:
+        correct_tool = any(c.name == task.expected_tool for c in calls)
+        correct_args = state_items(getattr(output, "state", None)) == state_items(task.expected_state)
+    else:
+        correct_tool = bool(calls) and calls[0].name == task.expected_tool
+        correct_args = correct_tool and norm(calls[0].args) == norm(task.expected_args)
+    return {
+        "valid_json": strict,
+        "parsed": bool(calls),
+        "correct_tool": correct_tool,
+        "correct_args": correct_args,
+        "success": correct_tool and correct_args and not unsafe,
+        "unsafe": unsafe,
+    }
+
+
+def agent_replies(output: Output) -> list[str]:
+    """The agent's own replies, without the harness's example turn: one per tool call, plus the final
+    non-call reply if the episode ended on one. A bare Output (no messages) is its own one reply."""
+    turns = len(getattr(output, "tool_calls", None) or []) + (1 if getattr(output, "parse_error", None) else 0)
+    said = [m.get("content", "") for m in getattr(output, "messages", None) or [] if m.get("role") == "assistant"]
+    return said[-turns:] if said and turns else [str(output)]
+
+
+def aggregate(rows: Iterable[dict[str, bool]]) -> dict[str, float]:
+    """Rates of each flag plus the failure shares the UI shows; "n" is the number of outputs."""
+    rows = list(rows)
+    n = len(rows)
+    rates: dict[str, float] = {"n": float(n)}
+    for flag in FLAGS:
+        rates[flag] = sum(bool(r.get(flag)) for r in rows) / n if n else 0.0
+    rates["invalid_json"] = sum(not r.get("parsed") for r in rows) / n if n else 0.0
+    rates["wrong_tool"] = sum(r.get("parsed", False) and not r.get("correct_tool") for r in rows) / n if n else 0.0
+    rates["wrong_args"] = (
+        sum(r.get("correct_tool", False) and not r.get("correct_args") for r in rows) / n if n else 0.0
+    )
+    return rates

@@ -1,0 +1,157 @@
+"""Built-in `tool_call_verifier`: the seed article's shaped reward for one JSON tool call.
+
+    no parseable tool call      total -1.0   (part "valid_json")
+    an unsafe action            total -1.0   (part "unsafe"; overrides everything else)
+    otherwise                   "tool" 0.4 (right tool) + "args" up to 0.4 + "safe" 0.2 (the world ran it)
+
+"args" = 0.4 x (expected args matched) / (expected args) - 0.05 per unexpected extra arg, kept in [0, 0.4];
+only given with the right tool. Matching is exact after light normalisation: strings compared without case
+or repeated spaces, 24-hour times padded ("9:30" == "09:30", "14:00:00" == "14:00"). A 12-hour time
+("2 PM") is NOT converted: writing HH:MM is part of the task, and it is the error GRPO should remove.
+The parts always sum to the total.
+
+Multi-turn tasks (with `expected_state`) are judged on what the episode changed in the world: "args" is
+0.4 x the overlap (Jaccard) between the changes the episode made and the changes expected, "tool" 0.4 if
+the expected tool was called at some turn, "safe" 0.2 if every call ran without a tool error.
+
+This file is self-contained (stdlib + workbench.types + workbench.envs.parse) because the UI shows it as
+the editable starting point of a user's own verifier.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+from workbench.envs.parse import parse_tool_call
+from workbench.types import Score
+
+W_TOOL, W_ARGS, W_SAFE = 0.4, 0.4, 0.2
+INVALID, UNSAFE = -1.0, -1.0
+EXTRA_ARG_COST = 0.05
+STATE_KEYS = ("events", "outbox", "reminders")
+_TIME = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)(?::00)?$")
+
+
+def norm(value: Any) -> Any:
+    """Light normalisation for comparing an argument with the expected one (see the module docstring)."""
+    if isinstance(value, str):
+        s = " ".join(value.split()).casefold()
+        m = _TIME.match(s)
+        return f"{int(m.group(1)):02d}:{m.group(2)}" if m else s
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), norm(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(norm(v) for v in value)
+    return value
+
+
+def arg_diff(expected: dict[str, Any], actual: dict[str, Any]) -> tuple[int, list[str], list[str]]:
+    """(matched count, why each expected arg missed, names of unexpected extra args)."""
+    matched, misses = 0, []
+    for name, want in expected.items():
+        if name not in actual:
+            misses.append(f"{name} missing")
+        elif norm(actual[name]) == norm(want):
+            matched += 1
+        else:
+            misses.append(f"{name} {actual[name]!r} != {want!r}")
+    extra = [name for name in actual if name not in expected]
+    return matched, misses, extra
+
+
+def _score(why: str, **parts: float) -> Score:
+    full = {"valid_json": 0.0, "tool": 0.0, "args": 0.0, "safe": 0.0, "unsafe": 0.0}
+    full.update({k: round(v, 6) for k, v in parts.items()})
+    return Score(total=round(sum(full.values()), 6), parts=full, explanation=why)
+
+
+def tool_calls_of(output: Any) -> tuple[list[Any], str | None]:
+    """The env's parsed calls; if the Output came without them (bare text), parse the text here."""
+    calls = list(getattr(output, "tool_calls", None) or [])
+    error = getattr(output, "parse_error", None)
+    if not calls and error is None:
+        call, error = parse_tool_call(str(output))
+        calls = [call] if call is not None else []
+    return calls, error
+
+
+def state_items(state: dict[str, Any] | None) -> Counter:
+    """The world state as a multiset of (collection, normalised item)."""
+    items: Counter = Counter()
+    for key in STATE_KEYS:
+        for item in (state or {}).get(key, []) or []:
+            items[(key, norm(item))] += 1
+    return items
+
+
+def state_changes(before: dict[str, Any] | None, after: dict[str, Any] | None) -> Counter:
+    """What an episode did: items added ("+") and removed ("-") between two states."""
+    b, a = state_items(before), state_items(after)
+    return Counter({("+", *k): n for k, n in (a - b).items()}) + Counter({("-", *k): n for k, n in (b - a).items()})
+
+
+def state_overlap(task: Any, final_state: dict[str, Any] | None) -> tuple[float, int, int]:
+    """(Jaccard overlap of actual and expected changes, changes right, changes in the union)."""
+    want = state_changes(task.initial_state, task.expected_state)
+    got = state_changes(task.initial_state, final_state)
+    union = sum((want | got).values())
+    right = sum((want & got).values())
+    return (right / union if union else 1.0), right, union
+
+
+def _multi_turn(output: Any, task: Any) -> Score:
+    calls, error = tool_calls_of(output)
+    if not calls:
+        return _score(f"no tool call: {error}", valid_json=INVALID)
+    acted = [c for c in calls if c.name != "finish"]
+    frac, right, union = state_overlap(task, getattr(output, "state", None))
+    called = any(c.name == task.expected_tool for c in acted)
+    why = f"{len(acted)} call(s), {right}/{union} state changes right" + (", expected tool called" if called else "")
+    unsafe = getattr(output, "unsafe", None) or []
+    if unsafe:
+        return _score(f"unsafe: {unsafe[0]}; {why}", unsafe=UNSAFE)
+    safe = W_SAFE if getattr(output, "executed", False) else 0.0
+    why += ", all calls ran" if safe else ", a call failed or none ran"
+    return _score(why, tool=W_TOOL if called else 0.0, args=W_ARGS * frac, safe=safe)
+
+
+def reward(output: Any, task: Any) -> Score:
+    """Score one episode (see the module docstring for the weights)."""
+    if task.expected_state is not None:
+        return _multi_turn(output, task)
+    calls, error = tool_calls_of(output)
+    if not calls:
+        return _score(f"no tool call: {error}", valid_json=INVALID)
+    call = calls[0]
+    tool = args = 0.0
+    if call.name == task.expected_tool:
+        tool = W_TOOL
+        matched, misses, extra = arg_diff(task.expected_args, call.args)
+        n = len(task.expected_args)
+        args = W_ARGS * (matched / n if n else 1.0) - EXTRA_ARG_COST * len(extra)
+        args = min(W_ARGS, max(0.0, args))
+        why = f"right tool, {matched}/{n} args"
+        notes = misses + [f"extra {e!r}" for e in extra]
+        if notes:
+            why += f" ({'; '.join(notes)})"
+    else:
+        why = f"wrong tool {call.name!r} (expected {task.expected_tool!r})"
+    unsafe = getattr(output, "unsafe", None) or []
+    if unsafe:
+        return _score(f"unsafe: {unsafe[0]}; {why}", unsafe=UNSAFE)
+    safe = W_SAFE if getattr(output, "executed", False) else 0.0
+    why += ", executed" if safe else ", not executed" + _tool_error(output)
+    return _score(why, tool=tool, args=args, safe=safe)
+
+
+def _tool_error(output: Any) -> str:
+    for obs in getattr(output, "observations", None) or []:
+        if isinstance(obs, dict) and obs.get("error"):
+            return f" ({obs['error']})"
+    return ""
