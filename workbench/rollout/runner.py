@@ -1,0 +1,99 @@
+"""Rollouts: an engine and an environment together produce G episodes per task.
+
+The first turn of every task's G episodes is one `generate(..., n=G)` call over all tasks, so the engine
+shares each prompt's prefill across its group. Later turns (multi-turn envs only) are batched over the
+episodes still running, one sample each. Every assistant turn is kept as a `Segment` (its prompt ids and
+sampled completion), which is exactly what the policy update trains on.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from workbench.rollout.base import RolloutEngine
+from workbench.rollout.prompt import render_prompt
+from workbench.types import Completion, Output, Task
+
+
+@dataclass
+class Sampling:
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    top_p: float = 1.0
+
+
+@dataclass
+class Segment:
+    prompt_ids: list[int]
+    completion: Completion
+
+
+@dataclass
+class Rollout:
+    """One episode: the task, what the environment made of it, and every sampled turn."""
+
+    task: Task
+    output: Output
+    segments: list[Segment] = field(default_factory=list)
+    latency_s: float = 0.0
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(len(s.completion.token_ids) for s in self.segments)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.segments[0].prompt_ids) if self.segments else 0
+
+    @property
+    def truncated(self) -> bool:
+        return any(s.completion.truncated for s in self.segments)
+
+
+def run_rollouts(
+    engine: RolloutEngine,
+    tokenizer: Any,
+    env: Any,
+    tasks: list[Task],
+    n: int,
+    sampling: Sampling,
+    *,
+    stop_token_ids: list[int] | None = None,
+    seed: int | None = None,
+) -> list[list[Rollout]]:
+    """G = `n` rollouts for each task, grouped by task in task order."""
+    t0 = time.perf_counter()
+    episodes = [[env.start(task) for _ in range(n)] for task in tasks]
+    segments: list[list[list[Segment]]] = [[[] for _ in range(n)] for _ in tasks]
+    ended_at: list[list[float]] = [[0.0] * n for _ in tasks]
+    kw = dict(
+        max_new_tokens=sampling.max_new_tokens, temperature=sampling.temperature, top_p=sampling.top_p,
+        stop_token_ids=stop_token_ids,
+    )
+    # Turn 1: one prompt per task (every episode of a task starts identically), n samples each.
+    first_prompts = [render_prompt(tokenizer, group[0].messages, group[0].prefill) for group in episodes]
+    for t, comps in enumerate(engine.generate(first_prompts, n, seed=seed, **kw)):
+        for g, comp in enumerate(comps):
+            segments[t][g].append(Segment(first_prompts[t], comp))
+            episodes[t][g].step(comp.text)
+            if episodes[t][g].done:
+                ended_at[t][g] = time.perf_counter() - t0
+    turn = 1
+    while True:
+        active = [(t, g) for t, group in enumerate(episodes) for g, ep in enumerate(group) if not ep.done]
+        if not active:
+            break
+        turn += 1
+        prompts = [render_prompt(tokenizer, episodes[t][g].messages, episodes[t][g].prefill) for t, g in active]
+        step_seed = None if seed is None else seed + 7919 * turn
+        for (t, g), prompt, comps in zip(active, prompts, engine.generate(prompts, 1, seed=step_seed, **kw), strict=True):
+            segments[t][g].append(Segment(prompt, comps[0]))
+            episodes[t][g].step(comps[0].text)
+            if episodes[t][g].done:
+                ended_at[t][g] = time.perf_counter() - t0
+    return [
+        [Rollout(task, ep.output(), segs, lat) for ep, segs, lat in zip(eps, segs_t, ends, strict=True)]
+        for task, eps, segs_t, ends in zip(tasks, episodes, segments, ended_at, strict=True)
+    ]

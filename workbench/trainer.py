@@ -1,0 +1,444 @@
+"""The step loop of DESIGN.md, writing everything to the store.
+
+    baseline eval -> SFT warm-up (optional) -> GRPO steps -> held-out eval + checkpoint every N steps
+
+Per step: sample prompts, one rollout group per prompt (a safe point after each), score every episode,
+group advantages, insert the step's trajectories in one transaction, safe point, policy update, step
+metrics row, safe point. The worker plugs command handling into `hooks.safe_point`; headless runs use
+the no-op default. All randomness a step uses derives from (seed, step), so a resumed run reproduces the
+next step exactly (the model and optimizer come back from the checkpoint).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+import torch
+
+import store
+from workbench import checkpoint as ckpt
+from workbench import grpo
+from workbench.config import Config
+from workbench.envs.harness import Harness
+from workbench.eval import EvalResult, beats, evaluate
+from workbench.logprobs import completion_logprobs
+from workbench.models import Policy, load_policy
+from workbench.rollout.runner import Rollout, Sampling, run_rollouts
+from workbench.sft import run_sft, sft_examples
+from workbench.tasks import load_task_source
+from workbench.types import Score, Task
+from workbench.verifiers import Verifier, get_verifier, load_verifier_code
+
+
+class Hooks:
+    """What a driver (the worker) can plug into the loop. The default does nothing."""
+
+    def safe_point(self, trainer: Trainer, where: str) -> None:
+        """Called after each rollout group, before the update and after the step; may block (pause)."""
+
+    def should_stop(self, trainer: Trainer) -> bool:
+        return False
+
+
+@dataclass
+class Scored:
+    rollout: Rollout
+    score: Score
+
+
+def make_env(cfg: Config, harness: Harness) -> Any:
+    if cfg.env == "multi_turn":
+        from workbench.envs.multi_turn import MultiTurnEnv
+
+        return MultiTurnEnv(harness, max_turns=cfg.max_turns)
+    from workbench.envs.single_turn import SingleTurnEnv
+
+    return SingleTurnEnv(harness)
+
+
+def make_engine(cfg: Config, policy: Policy) -> Any:
+    if cfg.rollout == "hf":
+        from workbench.rollout.hf import HFEngine
+
+        return HFEngine(policy)
+    from workbench.rollout import vllm_engine  # optional extra; fails with a message naming it
+
+    return vllm_engine.make(cfg, policy)
+
+
+def harness_from(cfg: Config) -> Harness:
+    h = Harness()
+    if cfg.harness.system_prompt is not None:
+        h.system_prompt = cfg.harness.system_prompt
+    h.include_example = cfg.harness.include_example
+    h.prefill = cfg.harness.prefill
+    return h
+
+
+def task_row(task: Task) -> dict[str, Any]:
+    return {
+        "key": f"{task.dataset}/{task.split}/{task.id}", "dataset": task.dataset, "split": task.split,
+        "prompt": task.prompt, "expected_tool": task.expected_tool, "expected_args": task.expected_args,
+        "tools": task.tools, "extra": task.to_dict(),
+    }
+
+
+class Trainer:
+    """Owns the policy, the optimizer and the RNG of one run; everything it learns goes to the store."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        db: sqlite_utils.Database,
+        run_id: int | None = None,
+        *,
+        hooks: Hooks | None = None,
+        policy: Policy | None = None,
+        log: Callable[[str], None] = lambda msg: None,
+    ) -> None:
+        self.cfg = cfg
+        self.db = db
+        self.hooks = hooks or Hooks()
+        self.log = log
+        self.preset = grpo.ALGORITHMS[cfg.algorithm]
+        self.harness = harness_from(cfg)
+        self.env = make_env(cfg, self.harness)
+        self.train_tasks = load_task_source(cfg.tasks, "train")
+        self.eval_tasks = load_task_source(cfg.held_out_eval, "held_out")
+        if cfg.eval_max_tasks is not None:
+            self.eval_tasks = self.eval_tasks[: cfg.eval_max_tasks]
+        if run_id is None:
+            run_id = store.runs.create_run(db, name=cfg.name, model=cfg.model, config=cfg.to_dict(),
+                                           harness=self.harness.to_dict())
+        self.run_id = run_id
+        self.task_ids = store.tasks.add_tasks(db, [task_row(t) for t in self.train_tasks + self.eval_tasks])
+        self.verifier, self.verifier_id = self._load_verifier()
+        self.policy = policy or load_policy(
+            cfg.model, adapter=cfg.adapter, lora_r=cfg.lora.r, lora_alpha=cfg.lora.alpha,
+            lora_dropout=cfg.lora.dropout, target_modules=cfg.lora.target_modules, dtype=cfg.dtype, seed=cfg.seed,
+        )
+        self.engine = make_engine(cfg, self.policy)
+        self.optimizer = torch.optim.AdamW(
+            self.policy.trainable_parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay
+        )
+        self.lr = cfg.learning_rate  # live values: the worker may change them between steps
+        self.temperature = cfg.temperature
+        self.step = 0  # GRPO steps completed
+        self.sft_done = cfg.sft_steps == 0
+        self.run_dir = Path(cfg.output_dir).resolve() / f"run-{run_id}"
+
+    # ----- verifier -------------------------------------------------------------------------------------
+    def _load_verifier(self) -> tuple[Verifier, int]:
+        row = store.verifiers.active_verifier(self.db, self.run_id)
+        if row is not None:  # resumed (or edited in the UI): the stored version wins over the config
+            return load_verifier_code(row["code"], row["name"]), row["id"]
+        v = get_verifier(self.cfg.reward)
+        vid = store.verifiers.add_verifier_version(self.db, self.run_id, v.name, v.code, note="from config",
+                                                   active=True)
+        return v, vid
+
+    def set_verifier(self, verifier_id: int) -> None:
+        row = store.verifiers.get_verifier(self.db, verifier_id)
+        if row is None or row["run_id"] != self.run_id:
+            raise ValueError(f"verifier {verifier_id} is not a version of run {self.run_id}")
+        self.verifier = load_verifier_code(row["code"], row["name"])
+        self.verifier_id = verifier_id
+        store.verifiers.activate_verifier(self.db, verifier_id)
+
+    # ----- the whole run --------------------------------------------------------------------------------
+    def run(self) -> None:
+        """Baseline, SFT, GRPO to max_steps, with evals and checkpoints; resumable at any point."""
+        if not any(e["is_baseline"] for e in store.metrics.list_evals(self.db, self.run_id)):
+            self.log("baseline eval on held-out tasks")
+            self.run_eval(is_baseline=True)
+        if not self.sft_done:
+            self.run_sft_phase()
+        while self.step < self.cfg.max_steps and not self.hooks.should_stop(self):
+            self.train_step()
+            if self.step % self.cfg.checkpoint_every == 0 or self.step == self.cfg.max_steps:
+                ck = self.save_checkpoint("final" if self.step == self.cfg.max_steps else "periodic")
+                if self.step % self.cfg.eval_interval == 0 or self.step == self.cfg.max_steps:
+                    self.run_eval(checkpoint_id=ck)
+
+    def run_sft_phase(self) -> None:
+        self.log(f"SFT warm-up: {self.cfg.sft_steps} steps")
+        examples = sft_examples(self.train_tasks, self.harness.messages)
+
+        def on_step(i: int, loss: float) -> bool:
+            store.runs.add_event(self.db, self.run_id, "sft_step", f"SFT step {i + 1}: loss {loss:.4f}",
+                                 {"step": i + 1, "loss": loss})
+            self.hooks.safe_point(self, "sft_step")
+            return not self.hooks.should_stop(self)
+
+        run_sft(self.policy, examples, self.cfg.sft_steps, lr=self.cfg.sft_learning_rate,
+                batch_size=self.cfg.sft_batch_size, seed=self.cfg.seed, prefill=self.harness.prefill, on_step=on_step)
+        self.sft_done = True
+        ck = self.save_checkpoint("sft")
+        self.run_eval(checkpoint_id=ck)
+
+    # ----- one GRPO step --------------------------------------------------------------------------------
+    def _step_tasks(self, step: int) -> list[Task]:
+        rng = random.Random(self.cfg.seed * 1_000_003 + step)
+        k = min(self.cfg.prompts_per_step, len(self.train_tasks))
+        return rng.sample(self.train_tasks, k)
+
+    def score(self, rollout: Rollout) -> Score:
+        return self.verifier.score(rollout.output, rollout.task, timeout_s=self.cfg.verifier_timeout_s)
+
+    def train_step(self) -> dict[str, Any]:
+        step = self.step + 1
+        t0 = time.perf_counter()
+        sampling = Sampling(self.cfg.max_completion_length, self.temperature, self.cfg.top_p)
+        groups: list[list[Scored]] = []
+        for g, task in enumerate(self._step_tasks(step)):
+            (rollouts,) = run_rollouts(
+                self.engine, self.policy.tokenizer, self.env, [task], self.cfg.num_generations_per_prompt, sampling,
+                stop_token_ids=self.policy.eos_token_ids, seed=self.cfg.seed * 7_919 + step * 131 + g,
+            )
+            groups.append([Scored(r, self.score(r)) for r in rollouts])
+            self.hooks.safe_point(self, "after_group")
+        rollout_s = time.perf_counter() - t0
+        advantages, group_metrics, keep = self._advantages(groups)
+        self._store_step(step, groups, advantages)
+        self.hooks.safe_point(self, "before_update")
+        t1 = time.perf_counter()
+        update_metrics = self._update(groups, advantages, keep)
+        update_s = time.perf_counter() - t1
+        self.step = step
+        tokens = sum(s.rollout.completion_tokens for grp in groups for s in grp)
+        metrics = {
+            **group_metrics, **update_metrics, **self._completion_metrics(groups),
+            "learning_rate": self._lr_at(step), "temperature": self.temperature,
+            "step_time_s": time.perf_counter() - t0, "rollout_time_s": rollout_s, "update_time_s": update_s,
+            "tokens_per_s": tokens / rollout_s if rollout_s > 0 else 0.0, "verifier_id": self.verifier_id,
+        }
+        store.metrics.append_step(self.db, self.run_id, step, metrics)
+        self.log(f"step {step}: reward {metrics['reward']:.3f} loss {metrics.get('loss', 0):.4f} "
+                 f"({metrics['step_time_s']:.1f} s)")
+        self.hooks.safe_point(self, "after_step")
+        return metrics
+
+    def _advantages(self, groups: list[list[Scored]]) -> tuple[list[list[float | None]], dict[str, float], list[bool]]:
+        """Advantages per group over its members the verifier scored (errors get none and no gradient)."""
+        advantages: list[list[float | None]] = []
+        keep: list[bool] = []
+        all_rewards: list[float] = []
+        valid_groups: list[list[float]] = []
+        for grp in groups:
+            valid = [s.score.total for s in grp if s.score.error is None]
+            all_rewards += valid
+            if len(valid) >= 2:
+                valid_groups.append(valid)
+        batch_std = torch.tensor(all_rewards).std().item() if len(all_rewards) > 1 else 0.0
+        dynamic = self.cfg.dynamic_sampling if self.cfg.dynamic_sampling is not None else self.preset.dynamic_sampling
+        for grp in groups:
+            idx = [i for i, s in enumerate(grp) if s.score.error is None]
+            adv: list[float | None] = [None] * len(grp)
+            if len(idx) >= 2:
+                r = torch.tensor([grp[i].score.total for i in idx], dtype=torch.float64)
+                # Groups differ in size when a verifier errored, so "batch" scaling is applied here, over
+                # the whole step's valid rewards, rather than inside one group's call.
+                scale = "none" if self.cfg.scale_rewards == "batch" else self.cfg.scale_rewards
+                a = grpo.group_advantages(r, len(idx), scale_rewards=scale, leave_one_out=self.cfg.leave_one_out)
+                if self.cfg.scale_rewards == "batch":
+                    a = a / (batch_std + 1e-4)
+                for i, v in zip(idx, a.tolist(), strict=True):
+                    adv[i] = v
+            advantages.append(adv)
+            zero_var = len(idx) < 2 or float(torch.tensor([grp[i].score.total for i in idx]).std()) < 1e-8
+            keep.append(len(idx) >= 2 and not (dynamic and zero_var))
+        stds = [float(torch.tensor(v).std()) for v in valid_groups]
+        metrics = {
+            "reward": sum(all_rewards) / len(all_rewards) if all_rewards else float("nan"),
+            "reward_std": sum(stds) / len(stds) if stds else 0.0,
+            "frac_reward_zero_std": sum(1.0 for s in stds if s < 1e-8) / len(stds) if stds else 1.0,
+            "verifier_errors": sum(1 for grp in groups for s in grp if s.score.error is not None),
+            "groups_kept": sum(keep),
+        }
+        parts: dict[str, list[float]] = {}
+        for grp in groups:
+            for s in grp:
+                for name, v in s.score.parts.items():
+                    parts.setdefault(name, []).append(v)
+        metrics.update({f"parts/{k}": sum(v) / len(v) for k, v in parts.items()})
+        return advantages, metrics, keep
+
+    def _completion_metrics(self, groups: list[list[Scored]]) -> dict[str, float]:
+        lengths = [s.rollout.completion_tokens for grp in groups for s in grp]
+        trunc = [s.rollout.truncated for grp in groups for s in grp]
+        return {
+            "completions/mean_length": sum(lengths) / len(lengths),
+            "completions/max_length": max(lengths),
+            "clipped_ratio": sum(trunc) / len(trunc),
+        }
+
+    def _store_step(self, step: int, groups: list[list[Scored]], advantages: list[list[float | None]]) -> None:
+        rows = []
+        for g, (grp, adv) in enumerate(zip(groups, advantages, strict=True)):
+            for i, (s, a) in enumerate(zip(grp, adv, strict=True)):
+                rows.append(self._trajectory_row(s, step=step, split="train", group_idx=g, sample_idx=i, advantage=a))
+        store.trajectories.insert_trajectories(self.db, rows)
+
+    def _trajectory_row(self, s: Scored, **fields: Any) -> dict[str, Any]:
+        r, out = s.rollout, s.rollout.output
+        return {
+            "run_id": self.run_id, "task_id": self.task_ids[task_row(r.task)["key"]], "messages": out.messages,
+            "completion": out.text, "tool_calls": [c.to_dict() for c in out.tool_calls], "reward":
+            None if s.score.error else s.score.total, "reward_parts": s.score.parts, "explanation": s.score.explanation,
+            "verifier_id": self.verifier_id, "prompt_tokens": r.prompt_tokens, "tokens": r.completion_tokens,
+            "truncated": int(r.truncated), "latency": r.latency_s, "error": s.score.error, **fields,
+        }
+
+    def _lr_at(self, step: int) -> float:
+        warm = self.cfg.warmup_steps
+        return self.lr * (min(1.0, step / warm) if warm > 0 else 1.0)
+
+    def _update(self, groups: list[list[Scored]], advantages: list[list[float | None]], keep: list[bool],
+                micro_batch: int = 8) -> dict[str, float]:
+        """num_iterations optimizer steps on the kept groups' segments, micro-batched, exactly normalised."""
+        items: list[tuple[list[int], list[int], float]] = []
+        for grp, adv, k in zip(groups, advantages, keep, strict=True):
+            if not k:
+                continue
+            for s, a in zip(grp, adv, strict=True):
+                if a is None:
+                    continue
+                for seg in s.rollout.segments:
+                    items.append((seg.prompt_ids, seg.completion.token_ids, a))
+        items = [it for it in items if it[1]]  # an empty completion has no token to train
+        if not items:
+            return {"loss": 0.0, "update_skipped": 1.0}
+        loss_type = self.cfg.loss_type or self.preset.loss_type
+        level = self.cfg.importance_sampling_level or self.preset.importance_sampling_level
+        eps_high = self.cfg.epsilon_high if self.cfg.epsilon_high is not None else (
+            self.preset.epsilon_high if self.cfg.algorithm != "grpo" else self.cfg.epsilon)
+        eps_low = self.cfg.epsilon if self.cfg.algorithm != "gspo" else self.preset.epsilon_low
+        model = self.policy.model
+        pad = self.policy.tokenizer.pad_token_id or 0
+        temp = self.temperature if self.temperature > 0 else 1.0
+        chunks = [items[i : i + micro_batch] for i in range(0, len(items), micro_batch)]
+        total_tokens = sum(len(c) for _, c, _ in items)
+        n_items = len(items)
+        old: list[torch.Tensor | None] = [None] * len(chunks)
+        ref: list[torch.Tensor | None] = [None] * len(chunks)
+        with torch.no_grad():
+            for j, ch in enumerate(chunks):
+                if self.cfg.num_iterations > 1:
+                    old[j] = completion_logprobs(model, [p for p, _, _ in ch], [c for _, c, _ in ch], temp,
+                                                 pad_token_id=pad)[0]
+                if self.cfg.beta > 0:
+                    with self.policy.reference() as ref_model:
+                        ref[j] = completion_logprobs(ref_model, [p for p, _, _ in ch], [c for _, c, _ in ch], temp,
+                                                     pad_token_id=pad)[0]
+        for group in self.optimizer.param_groups:
+            group["lr"] = self._lr_at(self.step + 1)
+        model.train()
+        sums: dict[str, float] = {}
+        grad_norm = 0.0
+        for _ in range(self.cfg.num_iterations):
+            self.optimizer.zero_grad(set_to_none=True)
+            for j, ch in enumerate(chunks):
+                logps, mask, ent = completion_logprobs(model, [p for p, _, _ in ch], [c for _, c, _ in ch], temp,
+                                                       pad_token_id=pad, return_entropy=True)
+                adv = torch.tensor([a for _, _, a in ch], dtype=logps.dtype)
+                old_j = old[j] if old[j] is not None else logps.detach()
+                loss, m = grpo.policy_loss(
+                    logps, old_j, adv, mask.to(logps.dtype), loss_type=loss_type, importance_sampling_level=level,
+                    epsilon_low=eps_low, epsilon_high=eps_high, beta=self.cfg.beta, ref_logps=ref[j],
+                    max_completion_length=self.cfg.max_completion_length, entropies=ent.detach(),
+                    num_items_in_batch=total_tokens if loss_type == "dapo" else None,
+                )
+                chunk_tokens = float(mask.sum())
+                # Chunks sum to the whole batch's loss: each normaliser is linear in its chunk.
+                weight = {"dapo": 1.0, "bnpo": chunk_tokens / total_tokens}.get(loss_type, len(ch) / n_items)
+                (loss * weight).backward()
+                tok_w = chunk_tokens / total_tokens
+                sums["loss"] = sums.get("loss", 0.0) + float(loss.detach()) * weight
+                for k, v in m.items():
+                    sums[k] = sums.get(k, 0.0) + v * tok_w
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.policy.trainable_parameters(), self.cfg.max_grad_norm))
+            self.optimizer.step()
+        model.eval()
+        self.engine.update_weights(self.policy)
+        out = {k: v / self.cfg.num_iterations for k, v in sums.items()}
+        out["grad_norm"] = grad_norm if math.isfinite(grad_norm) else -1.0
+        out["num_tokens"] = float(total_tokens)
+        return out
+
+    # ----- eval and checkpoints ------------------------------------------------------------------------
+    def run_eval(self, *, is_baseline: bool = False, checkpoint_id: int | None = None) -> dict[str, Any]:
+        result = self._evaluate(samples=0)
+        metrics = dict(result.metrics)
+        eval_id = store.metrics.record_eval(
+            self.db, self.run_id, step=self.step, tasks={"source": self.cfg.held_out_eval, "n": len(self.eval_tasks)},
+            mode="greedy", metrics=metrics, checkpoint_id=checkpoint_id, is_baseline=is_baseline,
+        )
+        self._store_eval_rollouts(result, eval_id, checkpoint_id)
+        if self.cfg.eval_samples > 0:
+            sampled = self._evaluate(samples=self.cfg.eval_samples)
+            sid = store.metrics.record_eval(
+                self.db, self.run_id, step=self.step, tasks={"source": self.cfg.held_out_eval,
+                                                              "n": len(self.eval_tasks)},
+                mode="sampled", metrics=sampled.metrics, checkpoint_id=checkpoint_id, is_baseline=is_baseline,
+            )
+            self._store_eval_rollouts(sampled, sid, checkpoint_id)
+        if checkpoint_id is not None:
+            self._maybe_promote(checkpoint_id, metrics)
+        self.log(f"eval at step {self.step}: success {metrics.get('success_rate', 0):.3f} "
+                 f"valid JSON {metrics.get('valid_json_rate', 0):.3f}")
+        return metrics
+
+    def _evaluate(self, samples: int) -> EvalResult:
+        return evaluate(
+            self.engine, self.policy.tokenizer, self.env, self.eval_tasks, max_new_tokens=self.cfg.max_completion_length,
+            samples=samples, temperature=self.temperature, stop_token_ids=self.policy.eos_token_ids,
+            seed=self.cfg.seed + 17,
+        )
+
+    def _store_eval_rollouts(self, result: EvalResult, eval_id: int, checkpoint_id: int | None) -> None:
+        rows = [
+            self._trajectory_row(Scored(r, self.score(r)), step=self.step, split="held_out", group_idx=i, sample_idx=0,
+                                 eval_id=eval_id, checkpoint_id=checkpoint_id)
+            for i, r in enumerate(result.rollouts)
+        ]
+        store.trajectories.insert_trajectories(self.db, rows)
+
+    def _maybe_promote(self, checkpoint_id: int, metrics: dict[str, Any]) -> None:
+        evals = store.metrics.list_evals(self.db, self.run_id, mode="greedy")
+        base = next((e["metrics"] for e in evals if e["is_baseline"]), None)
+        if base is None or not beats(metrics, base):
+            return
+        current = store.metrics.promoted_checkpoint(self.db, self.run_id)
+        best = next((e["metrics"] for e in evals if current and e["checkpoint_id"] == current["id"]), None)
+        if best is None or metrics["success_rate"] > best.get("success_rate", 0.0):
+            store.metrics.promote_checkpoint(self.db, checkpoint_id)
+
+    def save_checkpoint(self, kind: str) -> int:
+        path = self.run_dir / f"step-{self.step:05d}-{kind}"
+        ckpt.save(path, policy=self.policy, optimizer=self.optimizer, scheduler=None,
+                  state={"step": self.step, "lr": self.lr, "temperature": self.temperature, "sft_done": self.sft_done})
+        return store.metrics.record_checkpoint(self.db, self.run_id, step=self.step, kind=kind, path=str(path))
+
+    def resume(self) -> int | None:
+        """Continue from the run's latest checkpoint: later steps' rows are marked superseded, not deleted.
+        Returns the step resumed from, or None when the run has no checkpoint (it starts over)."""
+        last = store.metrics.latest_checkpoint(self.db, self.run_id)
+        if last is None:
+            store.trajectories.mark_superseded(self.db, self.run_id, after_step=0)
+            return None
+        state = ckpt.load(Path(last["path"]), policy=self.policy, optimizer=self.optimizer, scheduler=None)
+        self.step, self.lr, self.temperature = state["step"], state["lr"], state["temperature"]
+        self.sft_done = state["sft_done"]
+        n = store.trajectories.mark_superseded(self.db, self.run_id, after_step=self.step)
+        store.runs.add_event(self.db, self.run_id, "resume", f"resumed from step {self.step} ({n} rows superseded)",
+                             {"checkpoint_id": last["id"], "superseded": n})
+        if not any(e["checkpoint_id"] == last["id"] for e in store.metrics.list_evals(self.db, self.run_id)):
+            self.run_eval(checkpoint_id=last["id"])  # killed between checkpoint and its eval
+        return self.step

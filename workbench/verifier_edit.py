@@ -1,0 +1,110 @@
+"""Editing a verifier safely: compile, re-score stored trajectories (old vs new), and only then apply.
+
+The dry run replays each stored episode through the run's own environment (the simulated world is
+deterministic), so the new code sees the same `Output` the old one saw. It needs no model and runs in
+the UI process; applying goes through the worker (`set_verifier` command) at a safe point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlite_utils
+
+import store
+from workbench.config import config_from_dict
+from workbench.trainer import harness_from, make_env
+from workbench.types import Output, Task
+from workbench.verifiers import VerifierCompileError, VerifierError, load_verifier_code
+
+GOOD_AT = 0.5  # a human "good" agrees with a reward >= this, "bad" with one below
+
+
+@dataclass
+class DryRunResult:
+    verifier_id: int | None
+    ok: bool
+    error: str | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def compile_error(code: str) -> str | None:
+    """None when the code loads as a verifier, else a message that starts with the line number."""
+    try:
+        load_verifier_code(code, "check")
+    except VerifierCompileError as exc:
+        line = getattr(exc, "lineno", None)
+        return f"line {line}: {exc}" if line else str(exc)
+    except VerifierError as exc:
+        return str(exc)
+    return None
+
+
+def replay(env: Any, task: Task, messages: list[dict[str, Any]]) -> Output:
+    """Feed a stored episode's agent replies back through a fresh episode of `env`."""
+    episode = env.start(task)
+    start = len(episode.messages)
+    for m in messages[start:]:
+        if episode.done:
+            break
+        if m.get("role") != "assistant":
+            continue
+        text = m.get("content", "")
+        prefill = episode.prefill
+        episode.step(text[len(prefill):] if prefill and text.startswith(prefill) else text)
+    if not episode.done:
+        episode.step("")
+    return episode.output()
+
+
+def _agrees(reward: float | None, verdict: str) -> bool:
+    return reward is not None and ((reward >= GOOD_AT) == (verdict == "good"))
+
+
+def dry_run(
+    db: sqlite_utils.Database, run_id: int, code: str, *, n: int = 100, name: str | None = None, note: str = ""
+) -> DryRunResult:
+    """Compile `code`, score the run's last `n` training trajectories with it, store version + results."""
+    err = compile_error(code)
+    if err is not None:
+        return DryRunResult(None, False, err)
+    active = store.verifiers.active_verifier(db, run_id)
+    name = name or (active["name"] if active else "custom")
+    verifier = load_verifier_code(code, name)
+    run = store.runs.get_run(db, run_id)
+    cfg = config_from_dict(run["config"], f"run {run_id} config")
+    env = make_env(cfg, harness_from(cfg))
+    rows = store.trajectories.last_trajectories(db, run_id, n)
+    verdicts = store.labels.verdicts(db, [r["id"] for r in rows])
+    tasks: dict[int, Task] = {}
+    results = []
+    for r in rows:
+        if r["task_id"] not in tasks:
+            tasks[r["task_id"]] = Task.from_dict(store.tasks.get_task(db, r["task_id"])["extra"])
+        task = tasks[r["task_id"]]
+        score = verifier.score(replay(env, task, r["messages"]), task, timeout_s=cfg.verifier_timeout_s)
+        results.append({
+            "trajectory_id": r["id"], "old_reward": r["reward"], "new_reward": None if score.error else score.total,
+            "new_parts": score.parts, "explanation": score.explanation, "error": score.error,
+        })
+    errors = sum(1 for x in results if x["error"])
+    labelled = [(x, verdicts[x["trajectory_id"]]) for x in results if x["trajectory_id"] in verdicts]
+    changed = sum(
+        1 for x in results if x["error"] or x["old_reward"] is None or abs(x["new_reward"] - x["old_reward"]) > 1e-9
+    )
+    mean = lambda vals: sum(vals) / len(vals) if vals else None  # noqa: E731
+    summary = {
+        "ok": errors == 0, "n": len(results), "changed": changed, "errors": errors,
+        "mean_old": mean([x["old_reward"] for x in results if x["old_reward"] is not None]),
+        "mean_new": mean([x["new_reward"] for x in results if x["new_reward"] is not None]),
+        "labelled": len(labelled),
+        "label_agreement_old": mean([1.0 * _agrees(x["old_reward"], v) for x, v in labelled]),
+        "label_agreement_new": mean([1.0 * _agrees(x["new_reward"], v) for x, v in labelled]),
+        "first_error": next((x["error"] for x in results if x["error"]), None),
+    }
+    vid = store.verifiers.add_verifier_version(db, run_id, name, code, note=note)
+    store.verifiers.record_dry_run(db, vid, results, summary)
+    error = None if summary["ok"] else f"{errors} of {len(results)} trajectories errored: {summary['first_error']}"
+    return DryRunResult(vid, summary["ok"], error, summary, store.verifiers.dry_run_rows(db, vid))

@@ -1,0 +1,223 @@
+"""The training worker: one process per run that owns the model and obeys commands from the store.
+
+    python -m workbench.worker --db workbench.db --run 3     (what `start_worker` spawns)
+
+States written to the store with a time and reason: starting, running, pausing, paused, stopping,
+stopped, crashed, finished. A heartbeat thread (its own connection) refreshes the run's lock every second
+even inside a long step, and flips the status to "pausing" as soon as a pause is queued, so the UI can
+show that the request was seen. Commands are obeyed at the trainer's safe points (after each rollout
+group, before the update, after the step); while paused the model stays loaded and the worker only polls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import store
+from workbench.config import config_from_dict
+from workbench.trainer import Hooks, Scored, Trainer
+
+POLL_S = 0.25  # paused: how often the command table is read (one indexed query)
+HEARTBEAT_S = 1.0
+
+
+class LockLost(RuntimeError):
+    """Another worker took over this run (our heartbeat went stale); stop writing at once."""
+
+
+class WorkerHooks(Hooks):
+    def __init__(self, db: Any, run_id: int, token: str) -> None:
+        self.db, self.run_id, self.token = db, run_id, token
+        self.paused = False
+        self.stop_requested = False
+        self.pending_verifier: int | None = None
+        self.lock_lost = threading.Event()
+
+    def should_stop(self, trainer: Trainer) -> bool:
+        return self.stop_requested
+
+    def safe_point(self, trainer: Trainer, where: str) -> None:
+        if self.lock_lost.is_set():
+            raise LockLost(f"run {self.run_id}: another worker took the lock; this one stops")
+        self._drain(trainer, where)
+        if self.paused:
+            store.runs.set_status(self.db, self.run_id, "paused", f"paused at {where} of step {trainer.step + 1}")
+            while self.paused and not self.stop_requested:
+                time.sleep(POLL_S)
+                if self.lock_lost.is_set():
+                    raise LockLost(f"run {self.run_id}: another worker took the lock")
+                self._drain(trainer, "paused")
+            if not self.stop_requested:
+                store.runs.set_status(self.db, self.run_id, "running", "resumed")
+        if self.pending_verifier is not None and where in ("after_step", "paused"):
+            self._apply_verifier(trainer)
+
+    def _drain(self, trainer: Trainer, where: str) -> None:
+        while (cmd := store.commands.claim_next(self.db, self.run_id)) is not None:
+            try:
+                result = self._handle(trainer, cmd["kind"], cmd["payload"] or {}, where)
+                store.commands.finish(self.db, cmd["id"], result)
+            except Exception as exc:  # a bad command is answered, never fatal
+                store.commands.finish(self.db, cmd["id"], {"error": f"{type(exc).__name__}: {exc}"}, ok=False)
+
+    def _handle(self, trainer: Trainer, kind: str, payload: dict[str, Any], where: str) -> dict[str, Any]:
+        if kind == "pause":
+            self.paused = True
+            return {"paused_at": where, "step": trainer.step}
+        if kind == "resume":
+            was = self.paused
+            self.paused = False
+            return {"resumed": was}
+        if kind == "stop":
+            store.runs.set_status(self.db, self.run_id, "stopping", "stop requested")
+            ck = trainer.save_checkpoint("requested")
+            self.stop_requested = True
+            self.paused = False
+            return {"checkpoint_id": ck, "step": trainer.step}
+        if kind == "checkpoint":
+            return {"checkpoint_id": trainer.save_checkpoint("requested"), "step": trainer.step}
+        if kind == "eval":
+            return {"metrics": trainer.run_eval()}
+        if kind == "set_verifier":
+            vid = int(payload["verifier_id"])
+            row = store.verifiers.get_verifier(self.db, vid)
+            if row is None or row["run_id"] != self.run_id:
+                raise ValueError(f"verifier {vid} is not a version of run {self.run_id}")
+            if not (row.get("dry_run") or {}).get("ok"):
+                raise ValueError(f"verifier {vid} has no successful dry run; dry-run it before applying")
+            self.pending_verifier = vid
+            if self.paused or where == "after_step":
+                return {"verifier_id": self._apply_verifier(trainer), "applied": True}
+            return {"verifier_id": vid, "applied": False, "note": "takes effect after the current step"}
+        if kind == "set_lr":
+            trainer.lr = float(payload["lr"])
+            return {"lr": trainer.lr}
+        if kind == "set_temperature":
+            trainer.temperature = float(payload["temperature"])
+            return {"temperature": trainer.temperature}
+        if kind == "sample":
+            return {"trajectory_ids": probe(trainer, int(payload["task_id"]), int(payload.get("n", 4)))}
+        raise ValueError(f"unknown command {kind!r}")
+
+    def _apply_verifier(self, trainer: Trainer) -> int:
+        vid, self.pending_verifier = self.pending_verifier, None
+        trainer.set_verifier(vid)
+        store.runs.add_event(self.db, self.run_id, "verifier", f"verifier {vid} active from step {trainer.step + 1}")
+        return vid
+
+
+def probe(trainer: Trainer, task_id: int, n: int) -> list[int]:
+    """Fresh samples for one task from the current policy, stored as split "probe" (never trained on)."""
+    from workbench.rollout.runner import Sampling, run_rollouts
+    from workbench.types import Task
+
+    row = store.tasks.get_task(trainer.db, task_id)
+    if row is None:
+        raise ValueError(f"task {task_id} does not exist")
+    task = Task.from_dict(row["extra"])
+    sampling = Sampling(trainer.cfg.max_completion_length, trainer.temperature, trainer.cfg.top_p)
+    (rollouts,) = run_rollouts(trainer.engine, trainer.policy.tokenizer, trainer.env, [task], n, sampling,
+                               stop_token_ids=trainer.policy.eos_token_ids)
+    rows = [
+        trainer._trajectory_row(Scored(r, trainer.score(r)), step=trainer.step, split="probe", group_idx=0, sample_idx=i)
+        for i, r in enumerate(rollouts)
+    ]
+    return store.trajectories.insert_trajectories(trainer.db, rows)
+
+
+def _heartbeat_loop(db_path: str, run_id: int, token: str, hooks: WorkerHooks, done: threading.Event) -> None:
+    db = store.open_db(db_path)
+    try:
+        while not done.wait(HEARTBEAT_S):
+            if not store.runs.heartbeat(db, run_id, token):
+                hooks.lock_lost.set()
+                return
+            store.runs.mark_pausing(db, run_id)
+    finally:
+        db.close()
+
+
+def run_worker(db_path: str | Path, run_id: int, *, policy: Any = None, log: Any = None) -> str:
+    """Train run `run_id` to the end (or until stopped), resuming from its last checkpoint.
+    Returns the final status. Raises store.runs.RunLockedError if another live worker holds the run."""
+    db_path = str(db_path)
+    db = store.open_db(db_path)
+    token = store.runs.acquire_lock(db, run_id)
+    hooks = WorkerHooks(db, run_id, token)
+    done = threading.Event()
+    beat = threading.Thread(target=_heartbeat_loop, args=(db_path, run_id, token, hooks, done), daemon=True)
+    beat.start()
+
+    def on_term(signum: int, frame: Any) -> None:  # SIGTERM: stop at the next safe point, checkpointed
+        hooks.stop_requested = True
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, on_term)
+    status = "crashed"
+    try:
+        store.runs.set_status(db, run_id, "starting", f"worker pid {os.getpid()} loading the model")
+        cfg = config_from_dict(store.runs.get_run(db, run_id)["config"], f"run {run_id} config")
+        trainer = Trainer(cfg, db, run_id, hooks=hooks, policy=policy, log=log or (lambda m: None))
+        resumed = trainer.resume()
+        store.runs.set_status(db, run_id, "running", f"resumed from step {resumed}" if resumed is not None else "started")
+        trainer.run()
+        if hooks.stop_requested:
+            if trainer.step < cfg.max_steps:
+                trainer.save_checkpoint("requested")
+            status = "stopped"
+        else:
+            status = "finished"
+        store.runs.set_status(db, run_id, status, f"at step {trainer.step}")
+    except LockLost:
+        status = "stopped"
+        raise
+    except BaseException as exc:
+        kind = "out of memory" if isinstance(exc, MemoryError) or "out of memory" in str(exc).lower() else type(exc).__name__
+        store.runs.set_status(db, run_id, "crashed", f"{kind}: {str(exc)[:200]}", error=traceback.format_exc())
+        raise
+    finally:
+        done.set()
+        beat.join(timeout=5)
+        store.runs.release_lock(db, run_id, token)
+        db.close()
+    return status
+
+
+def start_worker(db_path: str, run_id: int, *, log_path: str | Path | None = None) -> subprocess.Popen:
+    """Spawn the worker for an existing run in its own session, so it outlives the UI that started it."""
+    log_path = Path(log_path or Path(db_path).with_suffix(f".run{run_id}.log"))
+    log = open(log_path, "ab")  # noqa: SIM115 - handed to the child
+    return subprocess.Popen(
+        [sys.executable, "-m", "workbench.worker", "--db", str(db_path), "--run", str(run_id)],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m workbench.worker", description=__doc__.splitlines()[0])
+    ap.add_argument("--db", required=True)
+    ap.add_argument("--run", type=int, required=True)
+    args = ap.parse_args(argv)
+    try:
+        status = run_worker(args.db, args.run, log=lambda m: print(m, flush=True))
+    except store.runs.RunLockedError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
+    except LockLost as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 4
+    print(f"run {args.run}: {status}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
