@@ -28,6 +28,7 @@ from workbench import grpo
 from workbench.config import Config
 from workbench.envs.harness import Harness
 from workbench.eval import EvalResult, beats, evaluate
+from workbench.group_logprobs import group_logprobs
 from workbench.logprobs import completion_logprobs
 from workbench.models import Policy, load_policy
 from workbench.rollout.runner import Rollout, Sampling, run_rollouts
@@ -88,6 +89,19 @@ def task_row(task: Task) -> dict[str, Any]:
         "prompt": task.prompt, "expected_tool": task.expected_tool, "expected_args": task.expected_args,
         "tools": task.tools, "extra": task.to_dict(),
     }
+
+
+def _chunks(items: list[tuple[list[int], list[int], float]], size: int) -> list[list[tuple[list[int], list[int], float]]]:
+    """Micro-batches for the update: each group's samples that share a prompt together (so the prompt runs
+    once), then the rest (later turns of multi-turn episodes) in batches of `size`."""
+    by_prompt: dict[tuple[int, ...], list[tuple[list[int], list[int], float]]] = {}
+    for it in items:
+        by_prompt.setdefault(tuple(it[0]), []).append(it)
+    shared = [grp for grp in by_prompt.values() if len(grp) > 1]
+    single = [grp[0] for grp in by_prompt.values() if len(grp) == 1]
+    out = [grp[i : i + max(size, 1)] for grp in shared for i in range(0, len(grp), max(size, 1))]
+    out += [single[i : i + size] for i in range(0, len(single), size)]
+    return out
 
 
 class Trainer:
@@ -323,20 +337,25 @@ class Trainer:
         model = self.policy.model
         pad = self.policy.tokenizer.pad_token_id or 0
         temp = self.temperature if self.temperature > 0 else 1.0
-        chunks = [items[i : i + micro_batch] for i in range(0, len(items), micro_batch)]
+        chunks = _chunks(items, micro_batch)
         total_tokens = sum(len(c) for _, c, _ in items)
         n_items = len(items)
+
+        def logprobs(m: Any, ch: list[tuple[list[int], list[int], float]], entropy: bool = False) -> tuple:
+            prompts, comps = [p for p, _, _ in ch], [c for _, c, _ in ch]
+            if all(p is prompts[0] or p == prompts[0] for p in prompts):  # one group: share its prompt pass
+                return group_logprobs(m, prompts[0], comps, temp, pad_token_id=pad, return_entropy=entropy)
+            return completion_logprobs(m, prompts, comps, temp, pad_token_id=pad, return_entropy=entropy)
+
         old: list[torch.Tensor | None] = [None] * len(chunks)
         ref: list[torch.Tensor | None] = [None] * len(chunks)
         with torch.no_grad():
             for j, ch in enumerate(chunks):
                 if self.cfg.num_iterations > 1:
-                    old[j] = completion_logprobs(model, [p for p, _, _ in ch], [c for _, c, _ in ch], temp,
-                                                 pad_token_id=pad)[0]
+                    old[j] = logprobs(model, ch)[0]
                 if self.cfg.beta > 0:
                     with self.policy.reference() as ref_model:
-                        ref[j] = completion_logprobs(ref_model, [p for p, _, _ in ch], [c for _, c, _ in ch], temp,
-                                                     pad_token_id=pad)[0]
+                        ref[j] = logprobs(ref_model, ch)[0]
         for group in self.optimizer.param_groups:
             group["lr"] = self._lr_at(self.step + 1)
         model.train()
@@ -345,8 +364,7 @@ class Trainer:
         for _ in range(self.cfg.num_iterations):
             self.optimizer.zero_grad(set_to_none=True)
             for j, ch in enumerate(chunks):
-                logps, mask, ent = completion_logprobs(model, [p for p, _, _ in ch], [c for _, c, _ in ch], temp,
-                                                       pad_token_id=pad, return_entropy=True)
+                logps, mask, ent = logprobs(model, ch, entropy=True)
                 adv = torch.tensor([a for _, _, a in ch], dtype=logps.dtype)
                 old_j = old[j] if old[j] is not None else logps.detach()
                 loss, m = grpo.policy_loss(
