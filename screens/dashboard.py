@@ -1,0 +1,319 @@
+"""The dashboard: status bar, banner, and four panes (tasks, live rollouts, verifier scores, curves).
+
+One timer polls the store for rows newer than what it has (by id / step); the first, full load and
+anything that scans runs in thread workers on their own connections.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from screens.curves import StepSeries
+from screens.db import read_snapshot, thread_db
+from screens.format import task_label
+from screens.widgets.curves_pane import CurvesPane
+from screens.widgets.rollouts_pane import RolloutsPane
+from screens.widgets.scores_pane import ScoresPane
+from screens.widgets.status_bar import Banner, StatusBar, banner_text, status_text
+from screens.widgets.tasks_pane import TasksPane
+from store import metrics as sm
+from store import tasks as stasks
+from store import trajectories as st
+from store import verifiers as sv
+
+if TYPE_CHECKING:
+    from screens.app import WorkbenchApp
+
+FEED_LIMIT = 500  # rows per poll; a backlog drains over a few polls instead of one long one
+TASK_SERIES_CAP = 20_000  # rows read to build a task's reward curve (newest first)
+SLOW_EVERY = 4  # polls between reads of things that change rarely (evals, checkpoint, verifier)
+
+
+@dataclass
+class Initial:
+    newest: list[dict[str, Any]]
+    boundary: int
+    stats: list[dict[str, Any]]
+    tasks: dict[int, dict[str, Any]]
+    steps: list[dict[str, Any]]
+    evals: list[dict[str, Any]]
+    verifier: dict[str, Any] | None
+    checkpoint: dict[str, Any] | None
+    generation: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class DashboardScreen(Screen):
+    CSS_PATH = "dashboard.tcss"
+    BINDINGS = [
+        # Pane keys stay out of the footer (80 columns hold only the run controls); each pane's subtitle
+        # shows its keys, and ? lists them all.
+        Binding("o", "sort_tasks", "Sort tasks", id="dashboard.sort_tasks", show=False),
+        Binding("right_square_bracket", "curve(1)", "Next curve", id="dashboard.next_curve", show=False),
+        Binding("left_square_bracket", "curve(-1)", "Prev curve", id="dashboard.prev_curve", show=False),
+        Binding("escape", "clear_task", "All tasks", id="dashboard.clear_task", tooltip="Clear the task filter"),
+        Binding("x", "show_error", "Traceback", id="dashboard.show_error", tooltip="The crashed worker's traceback"),
+    ]
+
+    class Loaded(Message):
+        def __init__(self, data: Initial) -> None:
+            super().__init__()
+            self.data = data
+
+    class TaskSeriesLoaded(Message):
+        def __init__(self, task_id: int, series: StepSeries) -> None:
+            super().__init__()
+            self.task_id, self.series = task_id, series
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loaded = False
+        self.last_id = 0
+        self.last_step = -1
+        self.steps: list[dict[str, Any]] = []
+        self.evals: list[dict[str, Any]] = []
+        self.verifier: dict[str, Any] | None = None
+        self.checkpoint: dict[str, Any] | None = None
+        self.tasks: dict[int, dict[str, Any]] = {}
+        self.task_filter: int | None = None
+        self.score_step: int | None = None
+        self._score_dirty = True
+        self._polls = 0
+        self._generation = 0
+        self._last_status: str | None = None
+        self._task_series: StepSeries | None = None
+
+    @property
+    def wb(self) -> WorkbenchApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        yield Banner(id="banner")
+        with Grid(id="panes"):
+            yield TasksPane(id="tasks", classes="pane")
+            yield RolloutsPane(max_rows=self.wb.live_rows, id="rollouts", classes="pane")
+            yield ScoresPane(id="scores", classes="pane")
+            yield CurvesPane(id="curves", classes="pane")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.sub_title = (self.wb.run_row or {}).get("name", "")
+        self.reload()
+        self.set_interval(self.wb.poll_s, self.poll)
+
+    # ---- loading -------------------------------------------------------------------------------------
+
+    def reload(self) -> None:
+        """Start over from a fresh snapshot (at start, and when a resume may have superseded rows)."""
+        self._generation += 1
+        self.loaded = False
+        self._load(self._generation)
+
+    @work(thread=True, exclusive=True, group="dashboard-load", exit_on_error=False)
+    def _load(self, generation: int) -> None:
+        run_id, n = self.wb.run_id, self.wb.live_rows
+        with thread_db(self.wb.db_path) as db, read_snapshot(db):
+            newest = st.page_trajectories(db, st.TrajectoryFilter(run_id), limit=n).rows[::-1]
+            top = st.page_trajectories(db, st.TrajectoryFilter(run_id, include_superseded=True), limit=1).rows
+            data = Initial(
+                newest=newest,
+                boundary=top[0]["id"] if top else 0,
+                stats=stasks.task_stats(db, run_id),
+                tasks={t["id"]: t for t in stasks.list_tasks(db)},
+                steps=sm.steps_since(db, run_id, -1),
+                evals=sm.list_evals(db, run_id),
+                verifier=sv.active_verifier(db, run_id),
+                checkpoint=sm.latest_checkpoint(db, run_id),
+                generation=generation,
+            )
+        self.post_message(self.Loaded(data))
+
+    def on_dashboard_screen_loaded(self, message: Loaded) -> None:
+        d = message.data
+        if d.generation != self._generation:
+            return
+        self.tasks = d.tasks
+        self.steps = d.steps
+        self.last_step = d.steps[-1]["step"] if d.steps else -1
+        self.evals, self.verifier, self.checkpoint = d.evals, d.verifier, d.checkpoint
+        self.last_id = d.boundary
+        tasks_pane, rollouts = self.query_one(TasksPane), self.query_one(RolloutsPane)
+        tasks_pane.tasks = rollouts.tasks = self.tasks
+        tasks_pane.stats.load(d.stats, d.boundary)
+        tasks_pane.redraw()
+        if self.task_filter is None:
+            rollouts.replace(d.newest)
+        else:
+            self._filter_changed()
+        train = [r for r in d.newest if r.get("split") == "train"]
+        self.score_step = max((r["step"] for r in train), default=self.last_step if self.last_step >= 0 else None)
+        self._score_dirty = True
+        self.query_one(CurvesPane).set_data(steps=self.steps, evals=self.evals)
+        self.loaded = True
+        self.refresh_view()
+
+    # ---- polling -------------------------------------------------------------------------------------
+
+    def poll(self) -> None:
+        """Read only what is new since the last poll: rows by id, steps by number (indexed, fast)."""
+        run = self.wb.run_row
+        if run is None or not self.loaded or not self.wb.db_ok:
+            return
+        status = run.get("status")
+        if self._last_status in ("paused", "stopped", "crashed", "created") and status in ("starting", "running"):
+            # A resume may restart from a checkpoint and supersede later rows: take a fresh snapshot.
+            self._last_status = status
+            self.reload()
+            return
+        self._last_status = status
+        db = self.wb.db
+        self._polls += 1
+        rows = st.trajectories_since(db, self.wb.run_id, self.last_id, limit=FEED_LIMIT)
+        if rows:
+            self.last_id = rows[-1]["id"]
+            live = [r for r in rows if not r.get("superseded")]
+            for tid in {r["task_id"] for r in live if r.get("task_id") is not None} - self.tasks.keys():
+                task = stasks.get_task(db, tid)
+                if task:
+                    self.tasks[tid] = task
+            self.query_one(TasksPane).add_rows(live)
+            self.query_one(RolloutsPane).add(live)
+            if self._task_series is not None:
+                self._task_series.add([r for r in live if r.get("task_id") == self.task_filter])
+                self.query_one(CurvesPane).set_task_series(self._task_series, self._task_name())
+            train_steps = [r["step"] for r in live if r.get("split") == "train"]
+            if train_steps and (self.score_step is None or max(train_steps) >= self.score_step):
+                self.score_step = max(train_steps)
+                self._score_dirty = True
+        new_steps = sm.steps_since(db, self.wb.run_id, self.last_step)
+        if new_steps:
+            self.steps = self.steps + new_steps
+            self.last_step = new_steps[-1]["step"]
+            self._score_dirty = True
+        if new_steps or self._polls % SLOW_EVERY == 0:
+            self.evals = sm.list_evals(db, self.wb.run_id)
+            self.checkpoint = sm.latest_checkpoint(db, self.wb.run_id)
+            self.verifier = sv.active_verifier(db, self.wb.run_id)
+            self.query_one(CurvesPane).set_data(steps=self.steps if new_steps else None, evals=self.evals)
+        self.refresh_view()
+
+    def refresh_view(self) -> None:
+        run = self.wb.run_row
+        if run is None:
+            return
+        now = self.wb.clock()
+        note = f"task {self._task_name()}" if self.task_filter is not None else ""
+        self.query_one(StatusBar).show(
+            status_text(run, self.steps, verifier=self.verifier, checkpoint=self.checkpoint, now=now, task_note=note)
+        )
+        self.query_one(Banner).show(banner_text(run, now))
+        self.query_one(TasksPane).redraw()
+        if self._score_dirty and self.loaded:
+            self._score_dirty = False
+            self.query_one(ScoresPane).show(self.score_step, self._score_rows(), self.steps, note)
+        self.query_one(CurvesPane).redraw()
+
+    def _score_rows(self) -> list[dict[str, Any]]:
+        if self.score_step is None:
+            return []
+        db, run_id = self.wb.db, self.wb.run_id
+        if self.task_filter is None:
+            return st.step_rewards(db, run_id, self.score_step)
+        flt = st.TrajectoryFilter(run_id, step_min=self.score_step, step_max=self.score_step, split="train",
+                                  task_id=self.task_filter)
+        return st.page_trajectories(db, flt, limit=1000).rows
+
+    # ---- task filter ---------------------------------------------------------------------------------
+
+    def _task_name(self) -> str:
+        return task_label(self.tasks.get(self.task_filter), self.task_filter, 24)
+
+    def on_tasks_pane_selected(self, message: TasksPane.Selected) -> None:
+        self.set_task_filter(message.task_id)
+
+    def set_task_filter(self, task_id: int | None) -> None:
+        if task_id == self.task_filter:
+            return
+        self.task_filter = task_id
+        self.query_one(TasksPane).set_selected(task_id)
+        self._filter_changed()
+
+    def _filter_changed(self) -> None:
+        rollouts = self.query_one(RolloutsPane)
+        rollouts.task_filter = self.task_filter
+        flt = st.TrajectoryFilter(self.wb.run_id, task_id=self.task_filter)
+        # Indexed on (run_id, task_id, id): the newest rows of one task come straight off the index.
+        rollouts.replace(st.page_trajectories(self.wb.db, flt, limit=self.wb.live_rows).rows[::-1])
+        curves = self.query_one(CurvesPane)
+        self._task_series = None
+        curves.set_task_series(None)
+        if self.task_filter is not None:
+            self._task_series = StepSeries()
+            self._load_task_series(self.task_filter, self.last_id)
+        self._score_dirty = True
+        self.refresh_view()
+
+    @work(thread=True, exclusive=True, group="task-series", exit_on_error=False)
+    def _load_task_series(self, task_id: int, boundary: int) -> None:
+        """The task's per-step mean reward from its rows up to `boundary`; newer ones come from the feed."""
+        series = StepSeries()
+        flt = st.TrajectoryFilter(self.wb.run_id, task_id=task_id, split="train")
+        after: tuple | None = (boundary + 1,)
+        read = 0
+        with thread_db(self.wb.db_path) as db:
+            while after is not None and read < TASK_SERIES_CAP:
+                page = st.page_trajectories(db, flt, after=after, limit=500)
+                series.add(page.rows)
+                read += len(page.rows)
+                after = page.next_cursor
+        self.post_message(self.TaskSeriesLoaded(task_id, series))
+
+    def on_dashboard_screen_task_series_loaded(self, message: TaskSeriesLoaded) -> None:
+        if message.task_id != self.task_filter or self._task_series is None:
+            return
+        for step, (s, n) in message.series.sums.items():
+            s0, n0 = self._task_series.sums.get(step, (0.0, 0))
+            self._task_series.sums[step] = (s0 + s, n0 + n)
+        self.query_one(CurvesPane).set_task_series(self._task_series, self._task_name())
+        self.refresh_view()
+
+    # ---- actions -------------------------------------------------------------------------------------
+
+    def on_rollouts_pane_open(self, message: RolloutsPane.Open) -> None:
+        self.wb.open_trajectories(anchor_id=message.trajectory_id)
+
+    def highlighted_rollout(self) -> int | None:
+        rollouts = self.query_one(RolloutsPane)
+        return rollouts.highlighted_id() if rollouts.table.has_focus else None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "clear_task":
+            return self.task_filter is not None
+        if action == "show_error":
+            return bool((self.wb.run_row or {}).get("status") == "crashed" and (self.wb.run_row or {}).get("error"))
+        return True
+
+    def action_sort_tasks(self) -> None:
+        self.query_one(TasksPane).cycle_sort()
+
+    def action_curve(self, delta: int) -> None:
+        self.query_one(CurvesPane).switch(delta)
+
+    def action_clear_task(self) -> None:
+        self.set_task_filter(None)
+
+    def action_show_error(self) -> None:
+        from screens.modals import TextScreen
+
+        run = self.wb.run_row or {}
+        self.app.push_screen(TextScreen(f"Run #{run.get('id')} crashed", run.get("error") or ""))

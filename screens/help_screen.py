@@ -1,0 +1,47 @@
+"""Every key binding, per screen, read from the BINDINGS themselves so the list cannot go stale."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Label, Static
+
+
+def _bindings_table(app: App, title: str, bindings: list) -> Table:
+    table = Table(title=title, title_justify="left", title_style="bold", show_header=False, box=None, pad_edge=False)
+    table.add_column("key", style="bold cyan", no_wrap=True, min_width=10)
+    table.add_column("action")
+    for b in bindings:
+        if not isinstance(b, Binding):
+            continue
+        keys = ", ".join(app.get_key_display(Binding(k.strip(), b.action)) for k in b.key.split(","))
+        table.add_row(keys, b.tooltip or b.description or b.action)
+    return table
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,question_mark", "close", "Close", id="help.close")]
+
+    def compose(self) -> ComposeResult:
+        from screens.app import WorkbenchApp
+        from screens.dashboard import DashboardScreen
+        from screens.evals_screen import EvalsScreen
+        from screens.trajectory_screen import TrajectoryScreen
+        from screens.verifier_editor import VerifierEditorScreen
+
+        with Vertical(classes="modal-box", id="help-box"):
+            yield Label("Keys", classes="modal-title")
+            with VerticalScroll():
+                for title, cls in (
+                    ("Everywhere", WorkbenchApp), ("Dashboard", DashboardScreen), ("Trajectories", TrajectoryScreen),
+                    ("Verifier editor", VerifierEditorScreen), ("Evaluations", EvalsScreen),
+                ):
+                    yield Static(_bindings_table(self.app, title, list(cls.BINDINGS)))
+                yield Static("ctrl+p opens the command palette (its entries follow the run's state).", classes="muted")
+            yield Static("esc: close", classes="muted")
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,276 @@
+"""Trajectories one at a time (n / p), their group side by side (g), filters, search, sort, labels.
+
+Pages come from store.trajectories.page_trajectories (keyset) in a thread worker, so a text search over a
+million rows never stalls the UI; the row on screen is then read by primary key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, HorizontalScroll, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Collapsible, Footer, Static
+
+from screens.db import thread_db
+from screens.format import task_label
+from screens.traj_browser import ORDERS, Browser, FetchRequest, describe, fetch
+from screens.trajectory_view import head_text, member_text, side_text, turn_widgets
+from store import labels as sl
+from store import tasks as stasks
+from store import trajectories as st
+from store import verifiers as sv
+
+if TYPE_CHECKING:
+    from screens.app import WorkbenchApp
+
+
+class TrajectoryScreen(Screen):
+    CSS_PATH = "trajectory.tcss"
+    BINDINGS = [
+        Binding("n", "move(1)", "Next", id="trajectories.next"),
+        Binding("p", "move(-1)", "Prev", id="trajectories.prev"),
+        Binding("g", "toggle_group", "Group", id="trajectories.group", tooltip="Show the G members of the group"),
+        Binding("plus", "label('good')", "Good", id="trajectories.good", tooltip="Label good, with a note"),
+        Binding("minus", "label('bad')", "Bad", id="trajectories.bad", tooltip="Label bad, with a note"),
+        Binding("slash", "search", "Search", id="trajectories.search"),
+        Binding("f", "filters", "Filter", id="trajectories.filters"),
+        Binding("o", "sort", "Sort", id="trajectories.sort", tooltip="Newest / best / worst first"),
+        Binding("x", "toggle_system", "System", id="trajectories.system", tooltip="Expand the system prompt"),
+        Binding("escape", "back", "Back", id="trajectories.back"),
+    ]
+
+    class PageLoaded(Message):
+        def __init__(self, request: FetchRequest, rows: list[dict[str, Any]]) -> None:
+            super().__init__()
+            self.request, self.rows = request, rows
+
+    class Labeled(Message):
+        def __init__(self, trajectory_id: int, verdict: str) -> None:
+            super().__init__()
+            self.trajectory_id, self.verdict = trajectory_id, verdict
+
+    def __init__(self, *, anchor_id: int | None = None, task_id: int | None = None) -> None:
+        super().__init__()
+        self.anchor_id = anchor_id
+        self.initial_task = task_id
+        self.browser: Browser | None = None
+        self.group_view = False
+        self.expand_system = False
+        self.shown: dict[str, Any] | None = None
+        self._task_cache: dict[int, dict[str, Any] | None] = {}
+        self._verifier_cache: dict[int, dict[str, Any] | None] = {}
+
+    @property
+    def wb(self) -> WorkbenchApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="traj-head")
+        yield Static(id="traj-filter")
+        with Horizontal(id="traj-body"):
+            yield VerticalScroll(id="turns")
+            yield VerticalScroll(Static(id="side-body"), id="side")
+        yield HorizontalScroll(id="group")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#group").display = False
+        self.browser = Browser(st.TrajectoryFilter(self.wb.run_id, task_id=self.initial_task))
+        anchor = st.get_trajectory(self.wb.db, self.anchor_id) if self.anchor_id is not None else None
+        self._request(self.browser.restart(anchor=anchor))
+
+    # ---- fetching ------------------------------------------------------------------------------------
+
+    def _request(self, req: FetchRequest | None) -> None:
+        if req is not None:
+            self._show_filter(loading=True)
+            self._fetch(req)
+
+    @work(thread=True, exclusive=True, group="traj-page", exit_on_error=False)
+    def _fetch(self, req: FetchRequest) -> None:
+        with thread_db(self.wb.db_path) as db:
+            rows = fetch(db, req)
+        self.post_message(self.PageLoaded(req, rows))
+
+    def on_trajectory_screen_page_loaded(self, message: PageLoaded) -> None:
+        b = self.browser
+        if b is None or message.request.generation != b.generation:
+            return
+        moved = b.apply(message.request, message.rows)
+        if message.request.direction == "start" or moved:
+            self.show_current()
+        elif message.request.direction == "forward":
+            self.notify("no older trajectory matches", timeout=2)
+        else:
+            self.notify("no newer trajectory matches", timeout=2)
+        self._show_filter()
+
+    # ---- display -------------------------------------------------------------------------------------
+
+    def _task_text(self, task_id: int | None) -> str:
+        if task_id is None:
+            return "–"
+        if task_id not in self._task_cache:
+            self._task_cache[task_id] = stasks.get_task(self.wb.db, task_id)
+        return task_label(self._task_cache[task_id], task_id, 24)
+
+    def _verifier_text(self, verifier_id: int | None) -> str:
+        if verifier_id is None:
+            return "verifier –"
+        if verifier_id not in self._verifier_cache:
+            self._verifier_cache[verifier_id] = sv.get_verifier(self.wb.db, verifier_id)
+        v = self._verifier_cache[verifier_id]
+        return f"{v['name']} v{v['version']}" if v else f"verifier #{verifier_id}"
+
+    def _show_filter(self, *, loading: bool = False) -> None:
+        b = self.browser
+        if b is None:
+            return
+        pos = f"{b.index + 1}/{len(b.rows)}{'' if b.at_end else '+'} loaded" if b.rows else "none match"
+        mode = "group view · " if self.group_view else ""
+        self.query_one("#traj-filter", Static).update(
+            f"{mode}{describe(b.flt, b.order, b.descending)} · {'loading…' if loading else pos}"
+        )
+
+    def show_current(self) -> None:
+        b = self.browser
+        current = b.current if b else None
+        turns = self.query_one("#turns", VerticalScroll)
+        turns.remove_children()
+        if current is None:
+            self.shown = None
+            self.query_one("#traj-head", Static).update("No trajectory matches these filters (f: filters, /: search).")
+            self.query_one("#side-body", Static).update("")
+            self.query_one("#group", HorizontalScroll).remove_children()
+            return
+        row = st.get_trajectory(self.wb.db, current["id"]) or current
+        self.shown = row
+        labels = sl.labels_for(self.wb.db, row["id"])
+        verdict = labels[-1]["verdict"] if labels else None
+        self.query_one("#traj-head", Static).update(
+            head_text(row, task=self._task_text(row.get("task_id")), verifier=self._verifier_text(row.get("verifier_id")),
+                      label=verdict)
+        )
+        turns.mount_all(turn_widgets(row, expand_system=self.expand_system))
+        turns.scroll_home(animate=False)
+        self.query_one("#side-body", Static).update(side_text(row, labels))
+        if self.group_view:
+            self._show_group(row)
+
+    def _show_group(self, row: dict[str, Any]) -> None:
+        group = self.query_one("#group", HorizontalScroll)
+        group.remove_children()
+        members = st.group_members(self.wb.db, row["id"])
+        group.border_title = f"group {row['group_idx']} of step {row['step']} · {len(members)} members"
+        group.mount_all([
+            VerticalScroll(Static(member_text(m, current=m["id"] == row["id"])),
+                           classes="member -current" if m["id"] == row["id"] else "member")
+            for m in members
+        ])
+
+    # ---- actions -------------------------------------------------------------------------------------
+
+    def action_move(self, delta: int) -> None:
+        if self.browser is None:
+            return
+        req = self.browser.step(delta)
+        if req is not None:
+            self._request(req)
+        elif self.browser.rows and 0 <= self.browser.index < len(self.browser.rows):
+            if self.shown is not None and self.browser.current["id"] == self.shown["id"]:
+                edge = "oldest" if delta > 0 else "newest"
+                self.notify(f"that is the {edge} matching trajectory", timeout=2)
+            else:
+                self.show_current()
+        self._show_filter()
+
+    def action_toggle_group(self) -> None:
+        self.group_view = not self.group_view
+        self.query_one("#group").display = self.group_view
+        self.query_one("#traj-body").display = not self.group_view
+        if self.group_view and self.shown is not None:
+            self._show_group(self.shown)
+        self._show_filter()
+
+    def action_toggle_system(self) -> None:
+        self.expand_system = not self.expand_system
+        for c in self.query(Collapsible):
+            c.collapsed = not self.expand_system
+
+    def _restart(self, flt: st.TrajectoryFilter | None = None, *, keep_anchor: bool = True) -> None:
+        b = self.browser
+        if b is None:
+            return
+        if flt is not None:
+            b.flt = flt
+        anchor = self.shown if keep_anchor else None
+        self._request(b.restart(anchor=anchor))
+
+    def action_sort(self) -> None:
+        b = self.browser
+        if b is None:
+            return
+        i = next((k for k, o in enumerate(ORDERS) if o == (b.order, b.descending)), 0)
+        b.order, b.descending = ORDERS[(i + 1) % len(ORDERS)]
+        self._restart(keep_anchor=False)
+
+    def action_search(self) -> None:
+        from screens.modals import PromptScreen
+
+        b = self.browser
+        if b is None:
+            return
+
+        def got(text: str | None) -> None:
+            if text is not None:
+                self._restart(dataclasses.replace(b.flt, text=text.strip() or None), keep_anchor=False)
+
+        self.app.push_screen(PromptScreen("Search completions and explanations", value=b.flt.text or "",
+                                          placeholder="text (empty clears)"), got)
+
+    def action_filters(self) -> None:
+        from screens.filter_screen import FilterScreen
+
+        b = self.browser
+        if b is None:
+            return
+
+        def got(flt: st.TrajectoryFilter | None) -> None:
+            if flt is not None:
+                self._restart(flt, keep_anchor=False)
+
+        self.app.push_screen(FilterScreen(b.flt, sv.verifier_history(self.wb.db, self.wb.run_id)), got)
+
+    def action_label(self, verdict: str) -> None:
+        from screens.modals import PromptScreen
+
+        row = self.shown
+        if row is None:
+            return
+
+        def got(note: str | None) -> None:
+            if note is not None:
+                self._add_label(row["id"], verdict, note.strip())
+
+        self.app.push_screen(PromptScreen(f"Label #{row['id']} {verdict.upper()}: a note (optional)",
+                                          placeholder="why, e.g. 'right tool, 2 PM is fine'"), got)
+
+    @work(thread=True, group="labels", exit_on_error=False)
+    def _add_label(self, trajectory_id: int, verdict: str, note: str) -> None:
+        with thread_db(self.wb.db_path) as db:
+            sl.add_label(db, trajectory_id, verdict, note)
+        self.post_message(self.Labeled(trajectory_id, verdict))
+
+    def on_trajectory_screen_labeled(self, message: Labeled) -> None:
+        self.notify(f"#{message.trajectory_id} labelled {message.verdict}", timeout=2)
+        if self.shown is not None and self.shown["id"] == message.trajectory_id:
+            self.show_current()
+
+    def action_back(self) -> None:
+        self.app.pop_screen()

@@ -1,0 +1,306 @@
+"""Verifier editor: edit the reward code, dry-run it on the last 100 stored trajectories (old vs new reward,
+label agreement), apply it through a set_verifier command, and diff against earlier versions.
+
+The dry run is workbench.verifier_edit.dry_run (the engine's), run in a thread worker; Apply is enabled
+only by an ok dry run of exactly the text in the editor.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Button, DataTable, Footer, Static, TabbedContent, TabPane, TextArea
+from textual.worker import Worker, WorkerState
+
+from screens.db import thread_db
+from screens.diff_view import diff_text
+from screens.format import clip, num, pct, reward_style
+from store import verifiers as sv
+
+if TYPE_CHECKING:
+    from screens.app import WorkbenchApp
+
+DRY_RUN_N = 100
+BUILTIN = "tool_call_verifier"
+NO_APPLY_STATUSES = ("finished", "stopping")
+NARROW = 120  # below this width the editor and the results stack vertically
+
+
+def builtin_code(name: str) -> str:
+    try:
+        from workbench.verifiers import builtin_verifier_code  # lazy: the engine may still be in progress
+
+        return builtin_verifier_code(name)
+    except Exception as exc:  # any failure here must not stop the editor from opening
+        return (
+            f"# No verifier version is stored for this run, and the built-in {name!r} could not be loaded\n"
+            f"# ({type(exc).__name__}: {exc}).\n\n"
+            "def reward(output, task):\n    return 0.0\n"
+        )
+
+
+def summary_text(summary: dict[str, Any]) -> Text:
+    t = Text()
+    n = summary.get("n")
+    t.append(f"changed {summary.get('changed', '?')}/{n if n is not None else '?'}", style="bold")
+    t.append("  mean ")
+    t.append(num(summary.get("mean_old"), 2, signed=True), style=reward_style(summary.get("mean_old")))
+    t.append(" → ")
+    t.append(num(summary.get("mean_new"), 2, signed=True), style=reward_style(summary.get("mean_new")))
+    t.append(f"  label agreement {pct(summary.get('label_agreement_old'))} → {pct(summary.get('label_agreement_new'))}")
+    if summary.get("errors"):
+        t.append(f"  errors {summary['errors']}", style="bold red")
+    return t
+
+
+class VerifierEditorScreen(Screen):
+    CSS_PATH = "verifier_editor.tcss"
+    BINDINGS = [
+        Binding("ctrl+d", "dry_run", "Dry run", id="verifier.dry_run", priority=True),
+        Binding("ctrl+a", "apply", "Apply", id="verifier.apply", priority=True),
+        Binding("ctrl+o", "load_version", "Load version", id="verifier.load_version", priority=True,
+                tooltip="Put the selected history version into the editor"),
+        Binding("escape", "back", "Back", id="verifier.back", tooltip="Back (from the editor: twice)"),
+    ]
+
+    class DryRunDone(Message):
+        def __init__(self, result: Any, code: str, error: str | None = None) -> None:
+            super().__init__()
+            self.result, self.code, self.error = result, code, error
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.verifier_name = BUILTIN
+        self.dry_code: str | None = None  # the exact text of the last ok dry run
+        self.dry_verifier_id: int | None = None
+        self.history: list[dict[str, Any]] = []
+        self.running = False
+
+    @property
+    def wb(self) -> WorkbenchApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="ve-bar"):
+            yield Button("Dry run ^d", id="dry-run", compact=True, variant="primary")
+            yield Button("Apply ^a", id="apply", compact=True, variant="success", disabled=True)
+            yield Static(id="ve-status")
+        with Horizontal(id="ve-main"):
+            yield TextArea.code_editor("", language="python", id="code")
+            with TabbedContent(id="ve-tabs"):
+                with TabPane("Dry run", id="tab-dry"):
+                    yield Static("No dry run yet: ctrl+d re-scores the last 100 trajectories.", id="dry-summary")
+                    table: DataTable = DataTable(cursor_type="row", id="dry-table")
+                    for label, key in (("traj", "traj"), ("old", "old"), ("new", "new"), ("Δ", "delta"),
+                                       ("label", "label"), ("new explanation / error", "why")):
+                        table.add_column(label, key=key)
+                    yield table
+                with TabPane("History", id="tab-history"):
+                    hist: DataTable = DataTable(cursor_type="row", id="history-table")
+                    for col in ("ver", "name", "active", "dry run", "note"):
+                        hist.add_column(col, key=col)
+                    yield hist
+                    with VerticalScroll(id="diff-scroll"):
+                        yield Static("Select a version to diff it against the editor.", id="diff")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        db, run = self.wb.db, self.wb.run_row or {}
+        active = sv.active_verifier(db, self.wb.run_id)
+        if active:
+            self.verifier_name = active["name"]
+            code = active["code"]
+            where = f"active: {active['name']} v{active['version']}"
+        else:
+            reward = str((run.get("config") or {}).get("reward") or BUILTIN)
+            self.verifier_name = reward if re.fullmatch(r"\w+", reward) else BUILTIN
+            code = builtin_code(self.verifier_name)
+            where = f"built-in {self.verifier_name} (no version stored yet)"
+        self.query_one("#code", TextArea).load_text(code)
+        self._status(Text(where, style="cyan"))
+        self._load_history()
+        self.query_one("#code", TextArea).focus()
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.width < NARROW, "-narrow")
+
+    # ---- helpers -------------------------------------------------------------------------------------
+
+    @property
+    def code(self) -> str:
+        return self.query_one("#code", TextArea).text
+
+    def _status(self, text: Text | str) -> None:
+        self.query_one("#ve-status", Static).update(text)
+
+    def can_apply(self) -> tuple[bool, str]:
+        if self.dry_code is None or self.dry_verifier_id is None:
+            return False, "dry-run first (ctrl+d)"
+        if self.code != self.dry_code:
+            return False, "edited since the dry run: dry-run again"
+        status = (self.wb.run_row or {}).get("status")
+        if status in NO_APPLY_STATUSES:
+            return False, f"the run is {status}"
+        return True, ""
+
+    def _update_apply(self) -> None:
+        ok, _ = self.can_apply()
+        self.query_one("#apply", Button).disabled = not ok
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "apply":
+            return True if self.can_apply()[0] else None
+        if action == "dry_run":
+            return None if self.running else True
+        return True
+
+    def _load_history(self) -> None:
+        self.history = sv.verifier_history(self.wb.db, self.wb.run_id)
+        table = self.query_one("#history-table", DataTable)
+        table.clear()
+        for v in reversed(self.history):  # newest first
+            dry = v.get("dry_run") or {}
+            table.add_row(
+                f"v{v['version']}", v["name"], Text("✓", style="bold green") if v.get("active") else "",
+                f"{dry['changed']}/{dry['n']} changed" if "changed" in dry and "n" in dry else "–",
+                clip(v.get("note") or "", 40), key=str(v["id"]),
+            )
+
+    # ---- dry run -------------------------------------------------------------------------------------
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "dry-run":
+            self.action_dry_run()
+        elif event.button.id == "apply":
+            self.action_apply()
+
+    def action_dry_run(self) -> None:
+        if self.running:
+            return
+        self.running = True
+        self._status(Text(f"dry run: re-scoring the last {DRY_RUN_N} trajectories…", style="yellow"))
+        self.query_one("#dry-run", Button).disabled = True
+        self._dry_run(self.code, self.verifier_name)
+
+    @work(thread=True, exclusive=True, group="dry-run", exit_on_error=False)
+    def _dry_run(self, code: str, name: str) -> None:
+        try:
+            from workbench.verifier_edit import dry_run  # lazy: the engine's module
+        except ImportError as exc:
+            self.post_message(self.DryRunDone(None, code, f"workbench.verifier_edit is not available ({exc})"))
+            return
+        with thread_db(self.wb.db_path) as db:
+            result = dry_run(db, self.wb.run_id, code, n=DRY_RUN_N, name=name)
+        self.post_message(self.DryRunDone(result, code))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group == "dry-run" and event.state == WorkerState.ERROR:
+            event.stop()  # reported here, in the editor's status line, not as a second toast
+            self._finish_dry_run(None, f"dry run raised {type(event.worker.error).__name__}: {event.worker.error}")
+
+    def on_verifier_editor_screen_dry_run_done(self, message: DryRunDone) -> None:
+        if message.error is not None or message.result is None:
+            self._finish_dry_run(None, message.error or "dry run returned nothing")
+            return
+        res = message.result
+        if not res.ok:
+            self._finish_dry_run(None, res.error or "the verifier did not compile")
+            return
+        self.dry_code, self.dry_verifier_id = message.code, res.verifier_id
+        self._fill_dry_table(list(res.rows or []))
+        self.query_one("#dry-summary", Static).update(summary_text(res.summary or {}))
+        self._finish_dry_run(res, None)
+        self._load_history()
+
+    def _finish_dry_run(self, result: Any, error: str | None) -> None:
+        self.running = False
+        self.query_one("#dry-run", Button).disabled = False
+        if error is not None:
+            self.dry_code = self.dry_verifier_id = None
+            self._status(Text(f"✗ {error}", style="bold red"))
+            self.query_one("#dry-summary", Static).update(Text(error, style="red"))
+            if m := re.search(r"line (\d+)", error):
+                editor = self.query_one("#code", TextArea)
+                editor.move_cursor((max(0, int(m.group(1)) - 1), 0))
+                editor.focus()
+        else:
+            ok, why = self.can_apply()
+            self._status(Text("✓ dry run ok: ctrl+a applies it" if ok else f"✓ dry run ok ({why})", style="green"))
+        self.query_one(TabbedContent).active = "tab-dry"
+        self._update_apply()
+
+    def _fill_dry_table(self, rows: list[dict[str, Any]]) -> None:
+        def delta(r: dict[str, Any]) -> float:
+            return abs((r.get("new_reward") or 0.0) - (r.get("old_reward") or 0.0))
+
+        # Changed (or failed) first, largest change on top, whatever order the rows came in.
+        rows.sort(key=lambda r: (not (r.get("error") or delta(r) > 1e-9), -delta(r), r.get("trajectory_id", 0)))
+        table = self.query_one("#dry-table", DataTable)
+        table.clear()
+        for r in rows:
+            old, new = r.get("old_reward"), r.get("new_reward")
+            d = None if old is None or new is None else new - old
+            label = r.get("label")
+            table.add_row(
+                str(r.get("trajectory_id")), Text(num(old), style=reward_style(old)), Text(num(new), style=reward_style(new)),
+                Text(num(d, 2, signed=True), style="bold" if d else "dim"),
+                Text(label or "", style="green" if label == "good" else "red"),
+                Text(clip(r.get("error") or r.get("explanation") or "", 80), style="red" if r.get("error") else ""),
+                key=f"{r.get('trajectory_id')}",
+            )
+
+    def on_text_area_changed(self, event: TextArea.Changed) -> None:
+        if self.dry_code is not None and self.code != self.dry_code:
+            self._status(Text("edited since the dry run: ctrl+d to dry-run again", style="yellow"))
+        self._update_apply()
+        self._refresh_diff()
+
+    # ---- apply ---------------------------------------------------------------------------------------
+
+    def action_apply(self) -> None:
+        ok, why = self.can_apply()
+        if not ok:
+            self.notify(f"cannot apply: {why}", severity="warning")
+            return
+        status = (self.wb.run_row or {}).get("status")
+        when = "now (paused)" if status in ("paused", "pausing") else "at the worker's next safe point (between steps)"
+        self.wb.send_command("set_verifier", {"verifier_id": self.dry_verifier_id})
+        self._status(Text(f"set_verifier sent: activates {when}", style="green"))
+
+    # ---- history and diff ----------------------------------------------------------------------------
+
+    def _selected_version(self) -> dict[str, Any] | None:
+        table = self.query_one("#history-table", DataTable)
+        if not table.row_count:
+            return None
+        key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+        return next((v for v in self.history if str(v["id"]) == key), None)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "history-table":
+            self._refresh_diff()
+
+    def _refresh_diff(self) -> None:
+        v = self._selected_version()
+        if v is not None:
+            self.query_one("#diff", Static).update(diff_text(v["code"], self.code, f"v{v['version']}", "editor"))
+
+    def action_load_version(self) -> None:
+        v = self._selected_version()
+        if v is None:
+            self.notify("no version selected (History tab)", severity="warning")
+            return
+        self.query_one("#code", TextArea).load_text(v["code"])
+        self._status(Text(f"loaded {v['name']} v{v['version']} into the editor", style="cyan"))
+
+    def action_back(self) -> None:
+        self.app.pop_screen()

@@ -1,0 +1,1 @@
+"""Dashboard panes and small widgets, one a file."""

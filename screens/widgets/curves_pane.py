@@ -1,0 +1,109 @@
+"""Training curves with textual-plotext: one curve at a time, [ and ] to switch, redrawn only when new
+steps (or evals) arrive, downsampled to the plot's width."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
+from textual_plotext import PlotextPlot
+
+from screens.curves import CURVES, StepSeries, baseline_value, downsample, eval_points, metric_points
+
+COLORS = ("cyan", "magenta", "yellow", "green")
+
+
+class CurvesPane(Vertical):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.steps: list[dict[str, Any]] = []
+        self.evals: list[dict[str, Any]] = []
+        self.task_series: StepSeries | None = None
+        self.task_name = ""
+        self.index = 0
+        self._drawn_width = -1
+        self._dirty = True
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="curve-note")
+        yield PlotextPlot(id="curve-plot")
+
+    def on_mount(self) -> None:
+        self._titles()
+
+    @property
+    def curve(self):  # -> Curve
+        return CURVES[self.index]
+
+    def _titles(self) -> None:
+        self.border_title = f"Curves: {self.curve.title} ({self.index + 1}/{len(CURVES)})"
+        self.border_subtitle = "[ ] switch"
+        note = self.query_one("#curve-note", Static)
+        note.update(self.curve.note)
+        note.display = bool(self.curve.note)
+
+    def switch(self, delta: int) -> None:
+        self.index = (self.index + delta) % len(CURVES)
+        self._titles()
+        self._dirty = True
+        self.redraw()
+
+    def set_data(self, *, steps: list[dict[str, Any]] | None = None, evals: list[dict[str, Any]] | None = None) -> None:
+        if steps is not None:
+            self.steps = steps
+            self._dirty = True
+        if evals is not None and [e["id"] for e in evals] != [e["id"] for e in self.evals]:
+            self.evals = evals
+            self._dirty = True
+
+    def set_task_series(self, series: StepSeries | None, name: str = "") -> None:
+        self.task_series, self.task_name = series, name
+        self._dirty = True
+
+    def redraw(self) -> None:
+        plot = self.query_one(PlotextPlot)
+        width = plot.size.width
+        if not self._dirty and width == self._drawn_width:
+            return
+        self._dirty, self._drawn_width = False, width
+        plt = plot.plt
+        plt.clear_figure()
+        max_points = max(10, 2 * (width - 8))  # braille: two points a cell, minus the y-axis labels
+        curve = self.curve
+        drawn = False
+        if curve.key == "held_out":
+            xs, ys = eval_points(self.evals)
+            base = baseline_value(self.evals)
+            if xs:
+                plt.plot(xs, ys, marker="braille", color="cyan", label="success")
+                lo_x, lo_y = eval_points(self.evals, "success_ci_low")
+                hi_x, hi_y = eval_points(self.evals, "success_ci_high")
+                if lo_x and len(lo_x) == len(xs):
+                    plt.plot(lo_x, lo_y, marker="dot", color="gray")
+                    plt.plot(hi_x, hi_y, marker="dot", color="gray")
+                drawn = True
+            if base is not None:
+                plt.hline(base, "yellow")
+                if not xs:
+                    plt.plot([0.0], [base], marker="braille", color="yellow")
+                plt.text("baseline", x=xs[0] if xs else 0.0, y=base, color="yellow")
+                drawn = True
+        else:
+            for i, key in enumerate(curve.metrics):
+                xs, ys = metric_points(self.steps, key)
+                if xs:
+                    xs, ys = downsample(xs, ys, max_points)
+                    label = key.split("/")[-1] if len(curve.metrics) > 1 else None
+                    plt.plot(xs, ys, marker="braille", color=COLORS[i % len(COLORS)], label=label)
+                    drawn = True
+            if curve.key == "reward" and self.task_series is not None:
+                xs, ys = self.task_series.points()
+                if xs:
+                    xs, ys = downsample(xs, ys, max_points)
+                    plt.plot(xs, ys, marker="braille", color="magenta", label=self.task_name[:16] or "task")
+                    drawn = True
+        if not drawn:
+            plt.title("no data yet")
+        plot.refresh()

@@ -1,0 +1,97 @@
+"""Tasks pane: attempts, mean reward and success per task and split; Enter filters the dashboard."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import DataTable
+from textual.widgets.data_table import RowDoesNotExist
+
+from screens.format import clip, num, pct, reward_style, split_short, task_label
+from screens.task_stats import SORTS, TaskStats
+
+
+class TasksPane(Vertical):
+    class Selected(Message):
+        def __init__(self, task_id: int) -> None:
+            super().__init__()
+            self.task_id = task_id
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.stats = TaskStats()
+        self.tasks: dict[int, dict[str, Any]] = {}
+        self.sort = SORTS[0]
+        self.selected: int | None = None
+        self._dirty = True
+
+    def compose(self) -> ComposeResult:
+        # No cell padding: widths include a one-space gap, so all five numbers fit a 40-column pane.
+        table: DataTable = DataTable(cursor_type="row", zebra_stripes=True, cell_padding=0, id="tasks-table")
+        for label, key, width in (("task", "task", 13), ("split", "split", 6), ("n", "n", 6), ("mean", "mean", 6),
+                                  ("succ", "succ", 5), ("prompt", "prompt", None)):
+            table.add_column(label, key=key, width=width)
+        yield table
+
+    def on_mount(self) -> None:
+        self.border_title = "Tasks"
+        self._subtitle()
+
+    def _subtitle(self) -> None:
+        sel = f" · task {self.selected} (esc clears)" if self.selected is not None else ""
+        self.border_subtitle = f"o sort: {self.sort}{sel}"
+
+    def cycle_sort(self) -> None:
+        self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
+        self._subtitle()
+        self._dirty = True
+        self.redraw()
+
+    def set_selected(self, task_id: int | None) -> None:
+        self.selected = task_id
+        self._subtitle()
+        self._dirty = True
+        self.redraw()
+
+    def add_rows(self, rows: list[dict[str, Any]]) -> None:
+        if rows:
+            self.stats.add(rows)
+            self._dirty = True
+
+    def redraw(self) -> None:
+        if not self._dirty or not self.stats.loaded:
+            return
+        self._dirty = False
+        table = self.query_one(DataTable)
+        keep = None
+        if table.row_count and table.cursor_row is not None:
+            with contextlib.suppress(Exception):  # cursor beyond the rows: nothing to keep
+                keep = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+        table.clear()
+        for r in self.stats.sorted(self.sort):
+            task = self.tasks.get(r.task_id) or {}
+            mean = r.mean_reward
+            mark = "▶ " if r.task_id == self.selected else ""
+            table.add_row(
+                Text(mark + task_label(task, r.task_id, 12 - len(mark)),
+                     style="bold magenta" if mark else ""),
+                Text(split_short(r.split), style="dim" if r.split != "train" else ""),
+                str(r.attempts),
+                Text(num(mean, 2), style=reward_style(mean)),
+                pct(r.success_rate),
+                clip(r.prompt or task.get("prompt") or "", 60),
+                key=f"{r.task_id}:{r.split}",
+            )
+        if keep is not None:
+            with contextlib.suppress(RowDoesNotExist):  # the row left the table
+                table.move_cursor(row=table.get_row_index(keep), animate=False)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        if event.row_key.value:
+            self.post_message(self.Selected(int(event.row_key.value.split(":")[0])))

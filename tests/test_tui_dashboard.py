@@ -1,0 +1,324 @@
+"""The app and the dashboard against a fake run written with the real store functions."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from textual.widgets import DataTable
+
+import store
+from screens.app import WorkbenchApp
+from screens.dashboard import DashboardScreen
+from screens.help_screen import HelpScreen
+from screens.modals import ConfirmScreen, TextScreen
+from screens.runs_screen import RunsScreen
+from screens.widgets.curves_pane import CurvesPane
+from screens.widgets.rollouts_pane import RolloutsPane
+from screens.widgets.status_bar import Banner, StatusBar
+from screens.widgets.tasks_pane import TasksPane
+from store import commands, runs, tasks, trajectories
+from tests.fake_run import add_step, fake_copy, make_fake_run, plain, wait_until
+
+SIZE = (100, 30)
+
+
+@pytest.fixture
+def fake(tmp_path):
+    return fake_copy(tmp_path / "wb.db")
+
+
+def open_db(fake):
+    return store.open_db(fake.db_path)
+
+
+async def dashboard(pilot) -> DashboardScreen:
+    app = pilot.app
+    await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen) and app.screen.loaded, what="dashboard")
+    return app.screen
+
+
+def pending_kinds(fake) -> list[str]:
+    db = open_db(fake)
+    try:
+        return [c["kind"] for c in commands.pending(db, fake.run_id)]
+    finally:
+        db.conn.close()
+
+
+async def test_dashboard_fills_all_panes(fake):
+    app = WorkbenchApp(fake.db_path, poll_s=0.1)
+    async with app.run_test(size=SIZE) as pilot:
+        dash = await dashboard(pilot)
+        db = open_db(fake)
+        n_stats = len(tasks.task_stats(db, fake.run_id))
+        n_rows = trajectories.count_trajectories(db, fake.run_id)
+        db.conn.close()
+        assert dash.query_one(TasksPane).query_one(DataTable).row_count == n_stats == 6  # 4 train + 2 held-out
+        assert dash.query_one(RolloutsPane).table.row_count == n_rows
+        status = plain(dash.query_one(StatusBar))
+        for part in ("fake-grpo", "running", "step 5/100", "tool_call_verifier v1", "ckpt @5", "worker ✓", "ETA"):
+            assert part in status, part
+        assert not dash.query_one(Banner).has_class("-shown")
+        scores = plain(dash.query_one("#scores-body"))
+        assert "step 5" in scores and "bad JSON" in scores and "valid_json" in scores
+
+
+async def test_p_enqueues_pause_and_the_answer_becomes_a_toast(fake):
+    app = WorkbenchApp(fake.db_path, poll_s=0.1)
+    async with app.run_test(size=SIZE) as pilot:
+        await dashboard(pilot)
+        await pilot.press("p")
+        await app.workers.wait_for_complete()
+        assert pending_kinds(fake) == ["pause"]
+        # Play the worker: claim it and answer, as workbench's worker does at its safe point.
+        db = open_db(fake)
+        cmd = commands.claim_next(db, fake.run_id)
+        commands.finish(db, cmd["id"], {"message": "paused after group 2"})
+        runs.set_status(db, fake.run_id, "paused", "pause command")
+        db.conn.close()
+        await wait_until(pilot, lambda: app.tracker.answers, what="answer")
+        assert app.tracker.answers[-1].message == "paused after group 2"
+        assert any("paused after group 2" in str(n.message) for n in app._notifications)
+        # Paused: r now resumes (and p is hidden).
+        await wait_until(pilot, lambda: app.run_row["status"] == "paused")
+        assert app.check_action("pause", ()) is False
+        await pilot.press("r")
+        await app.workers.wait_for_complete()
+        assert pending_kinds(fake) == ["resume"]
+
+
+async def test_checkpoint_and_eval_keys_enqueue_and_r_is_hidden_while_running(fake):
+    app = WorkbenchApp(fake.db_path, poll_s=0.1)
+    async with app.run_test(size=SIZE) as pilot:
+        await dashboard(pilot)
+        await pilot.press("c", "e", "r")
+        await app.workers.wait_for_complete()
+        assert pending_kinds(fake) == ["checkpoint", "eval"]
+
+
+async def test_stop_asks_first(fake):
+    app = WorkbenchApp(fake.db_path, poll_s=0.1)
+    async with app.run_test(size=SIZE) as pilot:
+        await dashboard(pilot)
+        await pilot.press("s")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("n")
+        await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+        assert pending_kinds(fake) == [] and not app.stop_chosen
+        await pilot.press("s")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await app.workers.wait_for_complete()
+        assert pending_kinds(fake) == ["stop"] and app.stop_chosen
+
+
+async def test_quit_leaves_the_worker_alone(fake):
+    app = WorkbenchApp(fake.db_path, poll_s=0.1)
+    async with app.run_test(size=SIZE) as pilot:
+        await dashboard(pilot)
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 0 or app.return_code is None
+    db = open_db(fake)
+    assert runs.get_run(db, fake.run_id)["status"] == "running"
+    assert commands.pending(db, fake.run_id) == []
+    db.conn.close()
+
+
+async def test_live_pane_picks_up_rows_written_after_start(fake):
+    app = WorkbenchApp(fake.db_path, poll_s=0.1)
+    async with app.run_test(size=SIZE) as pilot:
+        dash = await dashboard(pilot)
+        table = dash.query_one(RolloutsPane).table
+        before = table.row_count
+        new_ids = add_step(fake, 6)  # the "worker" writes a step while the UI watches
+        await wait_until(pilot, lambda: str(new_ids[-1]) in table.rows, what="new rows in the live pane")
+        assert table.row_count == before + len(new_ids)
+        assert table.cursor_row == table.row_count - 1  # it follows the stream
+        await wait_until(pilot, lambda: "step 6/100" in plain(dash.query_one(StatusBar)))
+        stats = dash.query_one(TasksPane).stats
+        total = sum(r.attempts for r in stats.rows.values())
+        db = open_db(fake)
+        assert total == sum(s["attempts"] for s in tasks.task_stats(db, fake.run_id))  # incremental == full scan
+        db.conn.close()
+        assert dash.score_step == 6
+
+
+async def test_live_pane_keeps_at_most_n_rows(fake):
+    app = WorkbenchApp(fake.db_path, poll_s=0.1, live_rows=10)
+    async with app.run_test(size=SIZE) as pilot:
+        dash = await dashboard(pilot)
+        table = dash.query_one(RolloutsPane).table
+        assert table.row_count == 10
+        ids = add_step(fake, 6)
+        await wait_until(pilot, lambda: str(ids[-1]) in table.rows)
+        assert table.row_count == 10
+
+
+async def test_task_filter_sort_and_curves(fake):
+    app = WorkbenchApp(fake.db_path, poll_s=0.1)
+    async with app.run_test(size=SIZE) as pilot:
+        dash = await dashboard(pilot)
+        pane = dash.query_one(TasksPane)
+        pane.query_one(DataTable).focus()
+        await pilot.press("o")
+        assert pane.sort == "success"
+        await pilot.press("o", "o", "o")
+        assert pane.sort == "mean reward"
+        table = pane.query_one(DataTable)
+        train_row = next(i for i, key in enumerate(table.rows) if key.value.endswith(":train"))
+        table.move_cursor(row=train_row)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: dash.task_filter is not None)
+        rollouts = dash.query_one(RolloutsPane)
+        task_rows = [r for r in rollouts.table.rows]
+        assert task_rows, "the selected task has rows"
+        db = open_db(fake)
+        for key in task_rows:
+            assert trajectories.get_trajectory(db, int(key.value))["task_id"] == dash.task_filter
+        db.conn.close()
+        assert "task " in plain(dash.query_one(StatusBar))
+        await wait_until(pilot, lambda: dash.query_one(CurvesPane).task_series is not None
+                         and dash.query_one(CurvesPane).task_series.sums)
+        await pilot.press("escape")
+        assert dash.task_filter is None
+        assert rollouts.table.row_count > len(task_rows)
+        curves = dash.query_one(CurvesPane)
+        await pilot.press("right_square_bracket")
+        assert curves.curve.key == "held_out"
+        await pilot.press("left_square_bracket", "left_square_bracket")
+        assert curves.curve.key == "length"
+        assert "completion length" in curves.border_title
+
+
+async def test_enter_on_a_rollout_opens_it(fake):
+    from screens.trajectory_screen import TrajectoryScreen
+
+    app = WorkbenchApp(fake.db_path, poll_s=0.1)
+    async with app.run_test(size=SIZE) as pilot:
+        dash = await dashboard(pilot)
+        table = dash.query_one(RolloutsPane).table
+        table.focus()
+        table.move_cursor(row=3)
+        wanted = dash.query_one(RolloutsPane).highlighted_id()
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, TrajectoryScreen) and app.screen.shown is not None)
+        assert app.screen.shown["id"] == wanted
+
+
+async def test_crashed_run_shows_banner_and_traceback(tmp_path):
+    fake = fake_copy(tmp_path / "wb.db", status="crashed", alive=False)
+    app = WorkbenchApp(fake.db_path, poll_s=0.1)
+    async with app.run_test(size=SIZE) as pilot:
+        dash = await dashboard(pilot)
+        banner = dash.query_one(Banner)
+        await wait_until(pilot, lambda: banner.has_class("-shown"))
+        assert "CRASHED: RuntimeError: CUDA out of memory" in plain(banner)
+        assert app.check_action("pause", ()) is False
+        assert app.check_action("resume", ()) is True  # r starts a worker
+        await pilot.press("x")
+        await wait_until(pilot, lambda: isinstance(app.screen, TextScreen))
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+
+
+async def test_stale_heartbeat_banner(fake):
+    app = WorkbenchApp(fake.db_path, poll_s=0.1, clock=lambda: time.time() + 120)
+    async with app.run_test(size=SIZE) as pilot:
+        dash = await dashboard(pilot)
+        banner = dash.query_one(Banner)
+        await wait_until(pilot, lambda: banner.has_class("-shown"))
+        assert "No live worker" in plain(banner)
+        names = [n for n, _, _ in app.palette_commands()]
+        assert "Start worker" in names and "Pause training" not in names
+
+
+async def test_help_screen_lists_keys(fake):
+    app = WorkbenchApp(fake.db_path, poll_s=0.1)
+    async with app.run_test(size=SIZE) as pilot:
+        await dashboard(pilot)
+        await pilot.press("question_mark")
+        await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        text = " ".join(plain(s) for s in app.screen.query("Static"))
+        for word in ("Pause", "Next", "Dry run", "Group", "Mode"):
+            assert word in text, word
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+
+
+async def test_palette_follows_state_and_runs_commands(fake):
+    app = WorkbenchApp(fake.db_path, poll_s=0.1)
+    async with app.run_test(size=SIZE) as pilot:
+        await dashboard(pilot)
+        names = [n for n, _, _ in app.palette_commands()]
+        assert "Pause training" in names and "Resume training" not in names
+        db = open_db(fake)
+        runs.set_status(db, fake.run_id, "paused", "test")
+        db.conn.close()
+        await wait_until(pilot, lambda: app.run_row["status"] == "paused")
+        names = [n for n, _, _ in app.palette_commands()]
+        assert "Resume training" in names and "Pause training" not in names
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.2)
+        await pilot.press(*"resume training")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await app.workers.wait_for_complete()
+        await wait_until(pilot, lambda: pending_kinds(fake) == ["resume"], what="resume from the palette")
+
+
+async def test_several_runs_start_on_the_runs_list(tmp_path):
+    path = tmp_path / "two.db"
+    make_fake_run(path, name="first", n_steps=2)
+    second = make_fake_run(path, name="second", n_steps=2, seed=3)
+    app = WorkbenchApp(path, poll_s=0.1)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: isinstance(app.screen, RunsScreen)
+                         and app.screen.query_one(DataTable).row_count == 2)
+        await pilot.press("enter")  # newest first: "second"
+        dash = await dashboard(pilot)
+        assert app.run_id == second.run_id
+        assert "second" in plain(dash.query_one(StatusBar))
+        assert "Switch run" in [n for n, _, _ in app.palette_commands()]
+
+
+async def test_screens_open_from_the_dashboard(fake):
+    from screens.evals_screen import EvalsScreen
+    from screens.trajectory_screen import TrajectoryScreen
+    from screens.verifier_editor import VerifierEditorScreen
+
+    app = WorkbenchApp(fake.db_path, poll_s=0.1)
+    async with app.run_test(size=SIZE) as pilot:
+        await dashboard(pilot)
+        for key, cls in (("t", TrajectoryScreen), ("E", EvalsScreen), ("v", VerifierEditorScreen)):
+            await pilot.press(key)
+            await wait_until(pilot, lambda cls=cls: isinstance(app.screen, cls), what=cls.__name__)
+            await app.workers.wait_for_complete()
+            await pilot.press("escape")
+            if isinstance(app.screen, VerifierEditorScreen):  # escape first leaves the code editor
+                await pilot.press("escape")
+            await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+
+
+def test_every_binding_has_an_id():
+    from textual.binding import Binding
+
+    from screens.evals_screen import EvalsScreen
+    from screens.filter_screen import FilterScreen
+    from screens.modals import ConfirmScreen, PromptScreen, TextScreen
+    from screens.trajectory_screen import TrajectoryScreen
+    from screens.verifier_editor import VerifierEditorScreen
+
+    ids = []
+    for cls in (WorkbenchApp, DashboardScreen, TrajectoryScreen, VerifierEditorScreen, EvalsScreen, RunsScreen,
+                HelpScreen, ConfirmScreen, PromptScreen, TextScreen, FilterScreen):
+        for b in cls.BINDINGS:
+            assert isinstance(b, Binding) and b.id, f"{cls.__name__}: {b}"
+            ids.append(b.id)
+    assert len(ids) == len(set(ids))
+
+
+def test_bad_database_path_is_a_clear_error(tmp_path):
+    with pytest.raises(store.StoreError, match="no such database"):
+        WorkbenchApp(tmp_path / "missing.db")
