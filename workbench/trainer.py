@@ -28,9 +28,9 @@ from workbench import grpo
 from workbench.config import Config
 from workbench.envs.harness import Harness
 from workbench.eval import EvalResult, beats, evaluate
-from workbench.group_logprobs import group_logprobs
 from workbench.logprobs import completion_logprobs
 from workbench.models import Policy, load_policy
+from workbench.prefix_logprobs import common_prefix_len, shared_prefix_logprobs
 from workbench.rollout.runner import Rollout, Sampling, run_rollouts
 from workbench.sft import run_sft, sft_examples
 from workbench.tasks import load_task_source
@@ -92,16 +92,9 @@ def task_row(task: Task) -> dict[str, Any]:
 
 
 def _chunks(items: list[tuple[list[int], list[int], float]], size: int) -> list[list[tuple[list[int], list[int], float]]]:
-    """Micro-batches for the update: each group's samples that share a prompt together (so the prompt runs
-    once), then the rest (later turns of multi-turn episodes) in batches of `size`."""
-    by_prompt: dict[tuple[int, ...], list[tuple[list[int], list[int], float]]] = {}
-    for it in items:
-        by_prompt.setdefault(tuple(it[0]), []).append(it)
-    shared = [grp for grp in by_prompt.values() if len(grp) > 1]
-    single = [grp[0] for grp in by_prompt.values() if len(grp) == 1]
-    out = [grp[i : i + max(size, 1)] for grp in shared for i in range(0, len(grp), max(size, 1))]
-    out += [single[i : i + size] for i in range(0, len(single), size)]
-    return out
+    """Micro-batches for the update, in step order: a group's samples sit together, and every prompt of a
+    step starts with the same harness, so each micro-batch's common prefix runs once."""
+    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 class Trainer:
@@ -315,7 +308,7 @@ class Trainer:
         return self.lr * (min(1.0, step / warm) if warm > 0 else 1.0)
 
     def _update(self, groups: list[list[Scored]], advantages: list[list[float | None]], keep: list[bool],
-                micro_batch: int = 8) -> dict[str, float]:
+                micro_batch: int = 16) -> dict[str, float]:
         """num_iterations optimizer steps on the kept groups' segments, micro-batched, exactly normalised."""
         items: list[tuple[list[int], list[int], float]] = []
         for grp, adv, k in zip(groups, advantages, keep, strict=True):
@@ -343,9 +336,8 @@ class Trainer:
 
         def logprobs(m: Any, ch: list[tuple[list[int], list[int], float]], entropy: bool = False) -> tuple:
             prompts, comps = [p for p, _, _ in ch], [c for _, c, _ in ch]
-            if all(p is prompts[0] or p == prompts[0] for p in prompts):  # one group: share its prompt pass
-                return group_logprobs(m, prompts[0], comps, temp, pad_token_id=pad, return_entropy=entropy)
-            return completion_logprobs(m, prompts, comps, temp, pad_token_id=pad, return_entropy=entropy)
+            fn = shared_prefix_logprobs if common_prefix_len(prompts) > 0 else completion_logprobs
+            return fn(m, prompts, comps, temp, pad_token_id=pad, return_entropy=entropy)
 
         old: list[torch.Tensor | None] = [None] * len(chunks)
         ref: list[torch.Tensor | None] = [None] * len(chunks)
