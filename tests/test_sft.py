@@ -1,0 +1,83 @@
+"""SFT warm-up: label masking, tokenisation that matches inference, and a loss that goes down."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workbench.models import Policy
+from workbench.rollout.prompt import render_prompt
+from workbench.sft import answer_token_ids, build_sft_batch, default_answer, run_sft, sft_examples
+from workbench.types import Task
+
+MESSAGES = [
+    {
+        "role": "system",
+        "content": "You can call these tools. Reply with one JSON object: the tool and its args.",
+    },
+    {"role": "user", "content": "Schedule a meeting with Bob tomorrow at 2 PM about the budget review."},
+]
+ANSWER = '{"tool": "calendar.create_event", "args": {"title": "Budget review", "date": "2025-03-15", "time": "14:00"}}'
+PREFILL = '{"tool": "'
+
+
+def test_labels_cover_the_answer_and_eos_only(tiny_policy: Policy) -> None:
+    tok = tiny_policy.tokenizer
+    other = [{"role": "user", "content": "Delete my 3 o'clock event."}]
+    batch = build_sft_batch(
+        tok, [(MESSAGES, ANSWER), (other, '{"tool": "calendar.delete_event", "args": {}}')]
+    )
+    for r, (messages, answer) in enumerate(
+        [(MESSAGES, ANSWER), (other, '{"tool": "calendar.delete_event", "args": {}}')]
+    ):
+        prompt = render_prompt(tok, messages)
+        target = answer_token_ids(tok, answer) + [tok.eos_token_id]
+        n = len(prompt) + len(target)
+        assert batch["input_ids"][r, :n].tolist() == prompt + target
+        assert batch["labels"][r, : len(prompt)].eq(-100).all()
+        assert batch["labels"][r, len(prompt) : n].tolist() == target
+        assert batch["labels"][r, n:].eq(-100).all() and batch["attention_mask"][r].sum() == n
+    assert tok.decode(answer_token_ids(tok, ANSWER)) == ANSWER
+
+
+def test_training_tokens_match_the_prefilled_inference_prompt(tiny_policy: Policy) -> None:
+    tok = tiny_policy.tokenizer
+    at_inference = render_prompt(tok, MESSAGES, prefill=PREFILL)
+    batch = build_sft_batch(tok, [(MESSAGES, ANSWER)], prefill=PREFILL)
+    assert batch["input_ids"][0, : len(at_inference)].tolist() == at_inference
+    assert tok.decode(answer_token_ids(tok, ANSWER, PREFILL)) == ANSWER
+
+
+def test_prefill_must_start_the_answer(tiny_policy: Policy) -> None:
+    with pytest.raises(ValueError, match="does not start with the prefill"):
+        build_sft_batch(tiny_policy.tokenizer, [(MESSAGES, "Sure! " + ANSWER)], prefill=PREFILL)
+
+
+def test_sft_examples_from_tasks() -> None:
+    task = Task(
+        id="t:0", prompt="Weather in Paris?", expected_tool="weather.get", expected_args={"city": "Paris"}
+    )
+    [(messages, answer)] = sft_examples([task], lambda t: [{"role": "user", "content": t.prompt}])
+    assert messages[0]["content"] == "Weather in Paris?"
+    assert (
+        json.loads(answer)
+        == {"tool": "weather.get", "args": {"city": "Paris"}}
+        == json.loads(default_answer(task))
+    )
+
+
+def test_sft_reduces_the_loss(tiny_policy: Policy) -> None:
+    losses = run_sft(
+        tiny_policy, [(MESSAGES, ANSWER)], steps=20, lr=2e-2, batch_size=1, seed=0, prefill=PREFILL
+    )
+    assert len(losses) == 20
+    assert losses[-1] < 0.5 * losses[0], losses
+
+
+def test_on_step_can_stop_early(tiny_policy: Policy) -> None:
+    seen: list[int] = []
+    losses = run_sft(
+        tiny_policy, [(MESSAGES, ANSWER)], steps=10, lr=1e-3, on_step=lambda s, _: seen.append(s) or s < 2
+    )
+    assert seen == [0, 1, 2] and len(losses) == 3

@@ -1,0 +1,40 @@
+"""The rollout engine interface: what the trainer needs from anything that samples completions (HF, vLLM)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from workbench.types import Completion
+
+
+@runtime_checkable
+class RolloutEngine(Protocol):
+    """Samples `n` completions per prompt. Prompts are token ids (rendered once by `render_prompt`), so the
+    trainer, the engine and the log-prob pass all see the very same tokens."""
+
+    def generate(
+        self,
+        prompts: list[list[int]],
+        n: int,
+        *,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float = 1.0,
+        stop_token_ids: list[int] | None = None,
+        seed: int | None = None,
+    ) -> list[list[Completion]]:
+        """Return one list of `n` Completions per prompt, in prompt order.
+
+        Each Completion has `token_ids` (the stop token included when it stopped), `logprobs` (the sampling
+        log-probs: log_softmax(logits / temperature) at the chosen token), `finish_reason` ("stop" or
+        "length"), and `latency_s` (from the call's start until that completion ended).
+        """
+        ...
+
+    def update_weights(self, policy: Any) -> None:
+        """Make the engine sample from the policy's current weights (a no-op when it shares the model)."""
+        ...
+
+    def close(self) -> None:
+        """Free the engine's resources (processes, memory)."""
+        ...

@@ -1,0 +1,196 @@
+"""The default rollout engine: plain PyTorch/HF, sharing each prompt's prefill across its group.
+
+GRPO samples a group of n completions per prompt. `model.generate(num_return_sequences=n)` runs the prompt's
+prefill n times; here the prompts are prefilled once (left-padded in one batch), the KV cache is repeated n
+times along the batch, and our own decode loop samples with that cache. Finished rows are dropped from the
+batch as they end, so a group where most replies stop early does not pay for the longest one.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from typing import Any
+
+import torch
+
+from workbench.types import Completion
+
+
+def _base_forward_params(model: Any) -> set[str]:
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return set(inspect.signature(base.forward).parameters)
+
+
+def _cache_of(result: Any) -> Any:
+    cache = getattr(result, "cache", None)
+    return cache if cache is not None else result.past_key_values
+
+
+def sample_next(
+    logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pick one token per row and return (tokens [B], logprobs [B]).
+
+    The log-prob is log_softmax(logits / temperature) at the chosen token, over the whole vocabulary: what
+    `completion_logprobs` recomputes in training, so old/new ratios are exactly 1 when nothing changed.
+    top_p only restricts what can be drawn (the nucleus, renormalised); the recorded log-prob is not
+    renormalised (the true nucleus probability would be higher by -log(kept mass)), as in TRL, whose
+    training pass ignores top_p too. temperature == 0 is greedy, with log-probs at temperature 1.
+    """
+    logits = logits.float()
+    if temperature <= 0:
+        tokens = logits.argmax(-1)
+        return tokens, torch.log_softmax(logits, -1).gather(-1, tokens[:, None]).squeeze(-1)
+    logp = torch.log_softmax(logits / temperature, -1)
+    probs = logp.exp()
+    if top_p < 1.0:
+        sorted_p, order = probs.sort(-1, descending=True)
+        outside = (sorted_p.cumsum(-1) - sorted_p) > top_p  # mass before this token already exceeds top_p
+        sorted_p = sorted_p.masked_fill(outside, 0.0)
+        probs = torch.zeros_like(probs).scatter_(-1, order, sorted_p)
+    tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+class HFEngine:
+    """Rollouts with the policy's own HF model, in-process (no copy of the weights: `update_weights` is free).
+
+    `max_batch_size` caps the sequences decoded together (prompts x n); more prompts are done in chunks.
+    """
+
+    def __init__(self, policy: Any, *, max_batch_size: int = 64) -> None:
+        self.policy = policy
+        self.max_batch_size = max_batch_size
+
+    def update_weights(self, policy: Any) -> None:
+        self.policy = policy  # same model object: it already samples from the current weights
+
+    def close(self) -> None:
+        pass
+
+    def generate(
+        self,
+        prompts: list[list[int]],
+        n: int,
+        *,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float = 1.0,
+        stop_token_ids: list[int] | None = None,
+        seed: int | None = None,
+    ) -> list[list[Completion]]:
+        """See `RolloutEngine.generate`. Deterministic for a given seed (and batch composition)."""
+        if n < 1:
+            raise ValueError("n must be >= 1")
+        if any(not p for p in prompts):
+            raise ValueError("every prompt needs at least one token")
+        model = self.policy.model
+        stops = list(stop_token_ids) if stop_token_ids is not None else list(self.policy.eos_token_ids)
+        device = next(model.parameters()).device
+        generator = None
+        if seed is not None:
+            generator = torch.Generator(device=device)
+            generator.manual_seed(seed)
+        per_chunk = max(1, self.max_batch_size // n)
+        t0 = time.perf_counter()
+        out: list[list[Completion]] = []
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.inference_mode():
+                for i in range(0, len(prompts), per_chunk):
+                    chunk = prompts[i : i + per_chunk]
+                    out += self._generate_chunk(
+                        model, chunk, n, max_new_tokens, temperature, top_p, stops, generator, device, t0
+                    )
+        finally:
+            model.train(was_training)
+        return out
+
+    def _generate_chunk(
+        self,
+        model: Any,
+        prompts: list[list[int]],
+        n: int,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        stops: list[int],
+        generator: torch.Generator | None,
+        device: torch.device,
+        t0: float,
+    ) -> list[list[Completion]]:
+        params = _base_forward_params(model)
+        cache_kw = "cache" if "cache" in params else "past_key_values"  # transformers >= 5.2x renamed it
+        pad_id = self.policy.tokenizer.pad_token_id or 0
+        lens = torch.tensor([len(p) for p in prompts], device=device)
+        width = int(lens.max())
+        input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long, device=device)
+        attn = torch.zeros((len(prompts), width), dtype=torch.long, device=device)
+        for r, p in enumerate(prompts):  # left padding: every prompt ends at the last column
+            input_ids[r, width - len(p) :] = torch.tensor(p, device=device)
+            attn[r, width - len(p) :] = 1
+        positions = (attn.cumsum(-1) - 1).clamp(min=0)
+        result = model(
+            input_ids=input_ids, attention_mask=attn, position_ids=positions, use_cache=True, logits_to_keep=1
+        )
+        cache = _cache_of(result)
+        logits = result.logits[:, -1, :]
+        if n > 1:  # share the prefill: repeat its KV cache, not its compute
+            cache.batch_repeat_interleave(n)
+            logits = logits.repeat_interleave(n, 0)
+            attn = attn.repeat_interleave(n, 0)
+            lens = lens.repeat_interleave(n, 0)
+        total = len(prompts) * n
+        rows = torch.arange(total, device=device)  # active row -> completion index
+        next_pos = lens.clone()
+        stop_t = torch.tensor(stops, dtype=torch.long, device=device)
+        tokens: list[list[int]] = [[] for _ in range(total)]
+        logps: list[list[float]] = [[] for _ in range(total)]
+        finish: list[str] = ["length"] * total
+        ended = [0.0] * total
+        for step in range(max_new_tokens):
+            tok, lp = sample_next(logits, temperature, top_p, generator)
+            for r, t, v in zip(rows.tolist(), tok.tolist(), lp.tolist(), strict=True):
+                tokens[r].append(t)
+                logps[r].append(v)
+            done = torch.isin(tok, stop_t) if len(stops) else torch.zeros_like(tok, dtype=torch.bool)
+            now = time.perf_counter() - t0
+            for r in rows[done].tolist():
+                finish[r], ended[r] = "stop", now
+            if step == max_new_tokens - 1 or bool(done.all()):
+                break
+            if bool(done.any()):  # compact: drop finished rows from the cache and the batch
+                keep = (~done).nonzero().squeeze(-1)
+                cache.batch_select_indices(keep)
+                rows, tok, attn, next_pos = rows[keep], tok[keep], attn[keep], next_pos[keep]
+            attn = torch.cat([attn, attn.new_ones((attn.shape[0], 1))], dim=-1)
+            result = model(
+                input_ids=tok[:, None],
+                attention_mask=attn,
+                position_ids=next_pos[:, None],
+                use_cache=True,
+                **{cache_kw: cache},
+            )
+            cache = _cache_of(result)
+            logits = result.logits[:, -1, :]
+            next_pos = next_pos + 1
+        now = time.perf_counter() - t0
+        decode = self.policy.tokenizer.decode
+        groups: list[list[Completion]] = []
+        for p_idx, prompt in enumerate(prompts):
+            group = []
+            for r in range(p_idx * n, (p_idx + 1) * n):
+                group.append(
+                    Completion(
+                        text=decode(tokens[r], skip_special_tokens=True),
+                        token_ids=tokens[r],
+                        logprobs=logps[r],
+                        finish_reason=finish[r],
+                        prompt_token_ids=list(prompt),
+                        latency_s=ended[r] if finish[r] == "stop" else now,
+                    )
+                )
+            groups.append(group)
+        return groups

@@ -1,0 +1,21 @@
+"""Rendering a conversation into the prompt token ids the model continues from."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def render_prompt(tokenizer: Any, messages: list[dict[str, Any]], prefill: str = "") -> list[int]:
+    """Token ids of `messages` through the chat template with the assistant turn opened, then `prefill`.
+
+    The prefill (e.g. '{"tool": "') is tokenised on its own and appended, never re-tokenised together with
+    the template text. Caveat: BPE may tokenise `template + prefill + reply` as one string differently at
+    the boundaries (a merge across them), so re-tokenising the decoded text does not always give back these
+    ids. Keep ids, not text: the sampler, the log-prob pass and SFT (`workbench.sft`, which tokenises prompt
+    and answer separately the same way) all use these exact ids, so training matches inference.
+    """
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    if prefill:
+        ids += tokenizer(prefill, add_special_tokens=False)["input_ids"]
+    return ids
