@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.table import Table
+from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -18,7 +19,10 @@ def _bindings_table(app: App, title: str, bindings: list) -> Table:
         if not isinstance(b, Binding):
             continue
         keys = ", ".join(app.get_key_display(Binding(k.strip(), b.action)) for k in b.key.split(","))
-        table.add_row(keys, b.tooltip or b.description or b.action)
+        label = Text(b.description or b.action)
+        if b.tooltip:
+            label.append(f"  {b.tooltip}", style="dim")
+        table.add_row(keys, label)
     return table
 
 

@@ -41,6 +41,8 @@ SYSTEM = ("You are a tool-calling assistant. Tools: calendar.create_event(attend
           "calendar.cancel_event(attendee, day), email.send(to, subject), weather.get(city, day). "
           'Reply with one JSON object only: {"tool": name, "args": {...}}.')
 
+EXAMPLE = '{"tool": "calendar.create_event", "args": {"attendee": "Robin", "day": "Thursday", "time": "09:30"}}'
+
 TASKS = [
     ("fake:cal-create-1", "train", "Book a meeting with Alex on Tuesday at 2 PM.", "calendar.create_event",
      {"attendee": "Alex", "day": "Tuesday", "time": "14:00"}),
@@ -53,6 +55,17 @@ TASKS = [
      {"attendee": "Kim", "day": "Thursday", "time": "12:30"}),
     ("fake:email-6", "held_out", "Tell Bo by email the trip is off.", "email.send", {"to": "Bo", "subject": "Trip is off"}),
 ]
+
+
+def _prompt_messages(prompt: str) -> list[dict[str, str]]:
+    # The engine's harness shape (system, one worked example, the task), so a verifier dry run can
+    # replay these episodes through the real environment.
+    return [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "Set up a meeting with Robin on Thursday at 9:30 AM."},
+        {"role": "assistant", "content": EXAMPLE},
+        {"role": "user", "content": prompt},
+    ]
 
 
 @dataclass
@@ -105,8 +118,7 @@ def _held_out_rows(rng: random.Random, fake: FakeRun, step: int, eval_id: int, c
             "sample_idx": 0, "completion": completion, "tool_calls": calls, "reward": reward, "reward_parts": parts,
             "explanation": why, "verifier_id": fake.verifier_id, "tokens": 25, "truncated": 0, "eval_id": eval_id,
             "checkpoint_id": ckpt,
-            "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt},
-                         {"role": "assistant", "content": completion}],
+            "messages": [*_prompt_messages(prompt), {"role": "assistant", "content": completion}],
         })
     return rows
 
@@ -130,7 +142,9 @@ def make_fake_run(
                   "max_steps": max_steps, "learning_rate": 5e-6, "temperature": 1.0, "eval_interval": 3,
                   "reward": "tool_call_verifier", "num_iterations": 1}
         run_id = runs.create_run(db, name=name, model="smollm2-135m", config=config)
-        spec = [{"key": k, "dataset": "fake", "split": s, "prompt": p, "expected_tool": t, "expected_args": a}
+        # `extra` is the task as the engine stores it (workbench.types.Task.to_dict), so its dry runs can replay.
+        spec = [{"key": k, "dataset": "fake", "split": s, "prompt": p, "expected_tool": t, "expected_args": a,
+                 "extra": {"id": k, "prompt": p, "expected_tool": t, "expected_args": a, "split": s, "dataset": "fake"}}
                 for k, s, p, t, a in TASKS]
         task_ids = tasks.add_tasks(db, spec)
         vid = verifiers.add_verifier_version(db, run_id, "tool_call_verifier", VERIFIER_CODE, note="seed", active=True)
@@ -153,12 +167,8 @@ def make_fake_run(
                         "reward_parts": parts, "explanation": why, "verifier_id": vid,
                         "advantage": round((reward - mean) / (std + 1e-4), 3), "prompt_tokens": 120,
                         "tokens": 20 + 4 * step + i, "truncated": 0, "latency": 0.4,
-                        "messages": [
-                            {"role": "system", "content": SYSTEM},
-                            {"role": "user", "content": prompt},
-                            {"role": "assistant", "content": completion},
-                            {"role": "tool", "content": '{"ok": true, "result": {"event_id": 17}}'},
-                        ],
+                        "messages": [*_prompt_messages(prompt), {"role": "assistant", "content": completion},
+                                     {"role": "tool", "content": '{"ok": true, "result": {"event_id": 17}}'}],
                     })
             fake.trajectory_ids += trajectories.insert_trajectories(db, rows)
             rewards = [r["reward"] for r in rows]
@@ -189,6 +199,9 @@ def make_fake_run(
             eval_id = metrics.record_eval(db, run_id, step=step, tasks=held, mode="greedy", metrics=m, checkpoint_id=ckpt)
             fake.trajectory_ids += trajectories.insert_trajectories(db, _held_out_rows(rng, fake, step, eval_id, ckpt))
         labels.add_label(db, fake.trajectory_ids[0], "bad", "prose before the JSON")
+        last_train = max(i for i in fake.trajectory_ids
+                         if trajectories.get_trajectory(db, i)["split"] == "train")
+        labels.add_label(db, last_train, "good", "exactly right")
         commands.enqueue(db, run_id, "checkpoint")  # an old command, already answered
         commands.finish(db, commands.claim_next(db, run_id)["id"], {"message": "checkpoint saved"})
         if alive:
@@ -215,7 +228,7 @@ def add_step(fake: FakeRun, step: int, *, seed: int = 1) -> list[int]:
                 "run_id": fake.run_id, "step": step, "split": "train", "task_id": fake.task_ids[key], "group_idx": 0,
                 "sample_idx": i, "completion": completion, "tool_calls": calls, "reward": reward, "reward_parts": parts,
                 "explanation": why, "verifier_id": fake.verifier_id, "advantage": 0.0, "tokens": 30, "truncated": 0,
-                "messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": completion}],
+                "messages": [*_prompt_messages(prompt), {"role": "assistant", "content": completion}],
             })
         ids = trajectories.insert_trajectories(db, rows)
         parts = {f"parts/{p}": sum(r["reward_parts"].get(p, 0.0) for r in rows) / len(rows)
