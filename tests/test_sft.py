@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from workbench.models import Policy
 from workbench.rollout.prompt import render_prompt
-from workbench.sft import answer_token_ids, build_sft_batch, default_answer, run_sft, sft_examples
+from workbench.sft import answer_token_ids, default_answer, run_sft, sft_examples, sft_rows, sft_step
 from workbench.types import Task
 
 MESSAGES = [
@@ -22,36 +23,45 @@ ANSWER = '{"tool": "calendar.create_event", "args": {"title": "Budget review", "
 PREFILL = '{"tool": "'
 
 
-def test_labels_cover_the_answer_and_eos_only(tiny_policy: Policy) -> None:
+def test_targets_are_the_answer_and_eos_only(tiny_policy: Policy) -> None:
     tok = tiny_policy.tokenizer
     other = [{"role": "user", "content": "Delete my 3 o'clock event."}]
-    batch = build_sft_batch(
-        tok, [(MESSAGES, ANSWER), (other, '{"tool": "calendar.delete_event", "args": {}}')]
-    )
-    for r, (messages, answer) in enumerate(
-        [(MESSAGES, ANSWER), (other, '{"tool": "calendar.delete_event", "args": {}}')]
-    ):
-        prompt = render_prompt(tok, messages)
-        target = answer_token_ids(tok, answer) + [tok.eos_token_id]
-        n = len(prompt) + len(target)
-        assert batch["input_ids"][r, :n].tolist() == prompt + target
-        assert batch["labels"][r, : len(prompt)].eq(-100).all()
-        assert batch["labels"][r, len(prompt) : n].tolist() == target
-        assert batch["labels"][r, n:].eq(-100).all() and batch["attention_mask"][r].sum() == n
+    examples = [(MESSAGES, ANSWER), (other, '{"tool": "calendar.delete_event", "args": {}}')]
+    prompts, targets = sft_rows(tok, examples)
+    for (messages, answer), prompt, target in zip(examples, prompts, targets, strict=True):
+        assert prompt == render_prompt(tok, messages)
+        assert target == answer_token_ids(tok, answer) + [tok.eos_token_id]
     assert tok.decode(answer_token_ids(tok, ANSWER)) == ANSWER
+
+
+def test_loss_equals_hf_causal_lm_loss_with_masked_prompt(tiny_policy: Policy) -> None:
+    tok = tiny_policy.tokenizer
+    other = [{"role": "user", "content": "Delete my 3 o'clock event."}]
+    examples = [(MESSAGES, ANSWER), (other, '{"tool": "calendar.delete_event", "args": {}}')]
+    prompts, targets = sft_rows(tok, examples, prefill=PREFILL)
+    hf_losses, n_tokens = [], []
+    with torch.no_grad():
+        for p, t in zip(prompts, targets, strict=True):
+            ids = torch.tensor([p + t])
+            labels = torch.tensor([[-100] * len(p) + t])
+            hf_losses.append(float(tiny_policy.model(input_ids=ids, labels=labels).loss) * len(t))
+            n_tokens.append(len(t))
+    expected = sum(hf_losses) / sum(n_tokens)
+    frozen = torch.optim.SGD(tiny_policy.trainable_parameters(), lr=0.0)  # measure, don't move
+    assert sft_step(tiny_policy, frozen, examples, prefill=PREFILL) == pytest.approx(expected, rel=1e-4)
 
 
 def test_training_tokens_match_the_prefilled_inference_prompt(tiny_policy: Policy) -> None:
     tok = tiny_policy.tokenizer
     at_inference = render_prompt(tok, MESSAGES, prefill=PREFILL)
-    batch = build_sft_batch(tok, [(MESSAGES, ANSWER)], prefill=PREFILL)
-    assert batch["input_ids"][0, : len(at_inference)].tolist() == at_inference
+    prompts, targets = sft_rows(tok, [(MESSAGES, ANSWER)], prefill=PREFILL)
+    assert (prompts[0] + targets[0])[: len(at_inference)] == at_inference
     assert tok.decode(answer_token_ids(tok, ANSWER, PREFILL)) == ANSWER
 
 
 def test_prefill_must_start_the_answer(tiny_policy: Policy) -> None:
     with pytest.raises(ValueError, match="does not start with the prefill"):
-        build_sft_batch(tiny_policy.tokenizer, [(MESSAGES, "Sure! " + ANSWER)], prefill=PREFILL)
+        sft_rows(tiny_policy.tokenizer, [(MESSAGES, "Sure! " + ANSWER)], prefill=PREFILL)
 
 
 def test_sft_examples_from_tasks() -> None:

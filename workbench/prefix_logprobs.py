@@ -93,3 +93,18 @@ def shared_prefix_logprobs(
     if return_entropy:
         return logp, mask, torch.stack(entropies) * mask
     return logp, mask
+
+
+def sequence_logprobs(
+    model: Any,
+    prompt_ids_list: list[list[int]],
+    completion_ids_list: list[list[int]],
+    temperature: float = 1.0,
+    **kw: Any,
+) -> tuple[torch.Tensor, ...]:
+    """`shared_prefix_logprobs` when the prompts share a prefix (always, with one harness), else the
+    packed `completion_logprobs`."""
+    from workbench.logprobs import completion_logprobs
+
+    fn = shared_prefix_logprobs if common_prefix_len(prompt_ids_list) > 0 else completion_logprobs
+    return fn(model, prompt_ids_list, completion_ids_list, temperature, **kw)

@@ -49,51 +49,31 @@ def answer_token_ids(tokenizer: Any, answer: str, prefill: str = "") -> list[int
     return encode(answer)
 
 
-def build_sft_batch(
-    tokenizer: Any, examples: list[Example], *, prefill: str = "", max_length: int | None = None
-) -> dict[str, torch.Tensor]:
-    """Right-padded input_ids/attention_mask/labels; labels are -100 on prompt and padding, so the loss is
-    on the answer tokens (prefill included) and the EOS that ends the turn."""
+def sft_rows(tokenizer: Any, examples: list[Example], *, prefill: str = "") -> tuple[list[list[int]], list[list[int]]]:
+    """(prompt ids, target ids) per example: the target is the answer (prefill included) plus the EOS that
+    ends the turn; only target tokens carry loss."""
     eos = tokenizer.eos_token_id
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
-    seqs, labels = [], []
-    for messages, answer in examples:
-        prompt = render_prompt(tokenizer, messages)
-        target = answer_token_ids(tokenizer, answer, prefill) + [eos]
-        ids = prompt + target
-        lab = [-100] * len(prompt) + target
-        if max_length is not None:
-            ids, lab = ids[:max_length], lab[:max_length]
-        seqs.append(ids)
-        labels.append(lab)
-    width = max(len(s) for s in seqs)
-    batch = {
-        "input_ids": torch.full((len(seqs), width), pad, dtype=torch.long),
-        "attention_mask": torch.zeros((len(seqs), width), dtype=torch.long),
-        "labels": torch.full((len(seqs), width), -100, dtype=torch.long),
-    }
-    for r, (ids, lab) in enumerate(zip(seqs, labels, strict=True)):
-        batch["input_ids"][r, : len(ids)] = torch.tensor(ids)
-        batch["attention_mask"][r, : len(ids)] = 1
-        batch["labels"][r, : len(lab)] = torch.tensor(lab)
-    return batch
+    prompts = [render_prompt(tokenizer, messages) for messages, _ in examples]
+    targets = [answer_token_ids(tokenizer, answer, prefill) + [eos] for _, answer in examples]
+    return prompts, targets
 
 
-def sft_step(
-    policy: Any,
-    optimizer: torch.optim.Optimizer,
-    batch: dict[str, torch.Tensor],
-    *,
-    max_grad_norm: float | None = 1.0,
-) -> float:
-    """One optimizer step on the mean token cross-entropy of the answers; returns the loss."""
+def sft_step(policy: Any, optimizer: torch.optim.Optimizer, examples: list[Example], *, prefill: str = "",
+             max_grad_norm: float | None = 1.0) -> float:
+    """One optimizer step on the mean token cross-entropy of the answers; returns the loss.
+
+    The examples' shared harness prefix runs once (`sequence_logprobs`); the loss equals HF's causal-LM
+    loss with labels -100 on the prompt."""
+    from workbench.prefix_logprobs import sequence_logprobs
+
     model = policy.model
     was_training = model.training
     model.train()
-    device = next(model.parameters()).device
-    batch = {k: v.to(device) for k, v in batch.items()}
+    prompts, targets = sft_rows(policy.tokenizer, examples, prefill=prefill)
     optimizer.zero_grad(set_to_none=True)
-    loss = model(**batch, use_cache=False).loss
+    pad = policy.tokenizer.pad_token_id if policy.tokenizer.pad_token_id is not None else 0
+    logp, mask = sequence_logprobs(model, prompts, targets, 1.0, pad_token_id=pad)
+    loss = -logp.sum() / mask.sum().clamp(min=1)
     loss.backward()
     if max_grad_norm is not None:
         torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), max_grad_norm)
@@ -130,7 +110,7 @@ def run_sft(
                 order = list(range(len(examples)))
                 rng.shuffle(order)
             picked.append(examples[order.pop()])
-        loss = sft_step(policy, optimizer, build_sft_batch(policy.tokenizer, picked, prefill=prefill))
+        loss = sft_step(policy, optimizer, picked, prefill=prefill)
         losses.append(loss)
         if on_step is not None and on_step(step, loss) is False:
             break

@@ -28,9 +28,8 @@ from workbench import grpo
 from workbench.config import Config
 from workbench.envs.harness import Harness
 from workbench.eval import EvalResult, beats, evaluate
-from workbench.logprobs import completion_logprobs
 from workbench.models import Policy, load_policy
-from workbench.prefix_logprobs import common_prefix_len, shared_prefix_logprobs
+from workbench.prefix_logprobs import sequence_logprobs
 from workbench.rollout.runner import Rollout, Sampling, run_rollouts
 from workbench.sft import run_sft, sft_examples
 from workbench.tasks import load_task_source
@@ -336,8 +335,7 @@ class Trainer:
 
         def logprobs(m: Any, ch: list[tuple[list[int], list[int], float]], entropy: bool = False) -> tuple:
             prompts, comps = [p for p, _, _ in ch], [c for _, c, _ in ch]
-            fn = shared_prefix_logprobs if common_prefix_len(prompts) > 0 else completion_logprobs
-            return fn(m, prompts, comps, temp, pad_token_id=pad, return_entropy=entropy)
+            return sequence_logprobs(m, prompts, comps, temp, pad_token_id=pad, return_entropy=entropy)
 
         old: list[torch.Tensor | None] = [None] * len(chunks)
         ref: list[torch.Tensor | None] = [None] * len(chunks)
