@@ -27,6 +27,7 @@ from store import runs as sr
 
 RUN_ACTIONS = frozenset({"pause", "resume", "checkpoint", "eval", "stop", "trajectories", "evaluations", "verifier"})
 PaletteEntry = tuple[str, str, Callable[[], Any]]
+SCREEN_FOR = {"trajectories": "TrajectoryScreen", "evaluations": "EvalsScreen", "verifier": "VerifierEditorScreen"}
 
 
 class WorkbenchApp(App[None]):
@@ -190,6 +191,9 @@ class WorkbenchApp(App[None]):
             return True
         if self.run_row is None:
             return False
+        if action in ("trajectories", "evaluations", "verifier"):
+            # No key for the screen already open: it frees footer room for the keys that do something.
+            return type(self.screen).__name__ != SCREEN_FOR[action]
         status, alive = self.run_row["status"], self.worker_alive()
         # Controls only a live worker can answer are hidden without one (r then starts a worker).
         if action == "pause":

@@ -17,7 +17,7 @@ class Curve:
 
 CURVES: tuple[Curve, ...] = (
     Curve("reward", "reward (train mean)", ("reward",)),
-    Curve("held_out", "held-out success"),
+    Curve("held_out", "held-out success", note="yellow line: the baseline · grey: 95% CI"),
     Curve("loss", "loss", ("loss",), note="≈0 is normal with num_iterations=1: the ratio is 1, the gradient is not 0"),
     Curve("kl", "KL", ("kl",)),
     Curve("clip", "clip ratio", ("clip_ratio/region_mean", "clip_ratio/low_mean", "clip_ratio/high_mean")),

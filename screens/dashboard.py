@@ -213,9 +213,9 @@ class DashboardScreen(Screen):
             return
         now = self.wb.clock()
         note = f"task {self._task_name()}" if self.task_filter is not None else ""
-        self.query_one(StatusBar).show(
-            status_text(run, self.steps, verifier=self.verifier, checkpoint=self.checkpoint, now=now, task_note=note)
-        )
+        bar = self.query_one(StatusBar)
+        bar.show(status_text(run, self.steps, verifier=self.verifier, checkpoint=self.checkpoint, now=now,
+                             task_note=note, width=bar.content_size.width))
         self.query_one(Banner).show(banner_text(run, now))
         self.query_one(TasksPane).redraw()
         if self._score_dirty and self.loaded:

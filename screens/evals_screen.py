@@ -23,9 +23,10 @@ from store import metrics as sm
 if TYPE_CHECKING:
     from screens.app import WorkbenchApp
 
-COLUMNS = (("", "mark", 7), ("step", "step", 5), ("ckpt", "ckpt", 5), ("mode", "mode", 7), ("json", "json", 5),
-           ("tool", "tool", 5), ("args", "args", 5), ("success [95% CI]", "success", 18), ("Δ base", "delta", 7),
-           ("unsafe", "unsafe", 6), ("latency", "latency", 7), ("tokens", "tokens", 6), ("n", "n", 4))
+# Widths include a one-space gap (no cell padding), so all twelve columns fit 80 terminal columns.
+COLUMNS = (("", "mark", 7), ("step", "step", 5), ("mode", "mode", 7), ("json", "json", 5), ("tool", "tool", 5),
+           ("args", "args", 5), ("success 95%CI", "success", 15), ("Δbase", "delta", 6), ("unsafe", "unsafe", 7),
+           ("lat", "latency", 6), ("tok", "tokens", 4), ("n", "n", 4))
 
 
 class EvalsScreen(Screen):
@@ -54,7 +55,7 @@ class EvalsScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static(id="evals-title")
-        table: DataTable = DataTable(cursor_type="row", id="evals-table")
+        table: DataTable = DataTable(cursor_type="row", cell_padding=0, id="evals-table")
         for label, key, width in COLUMNS:
             table.add_column(label, key=key, width=width)
         yield table
@@ -96,12 +97,13 @@ class EvalsScreen(Screen):
             mark = Text("★ best", style="bold green") if is_best else Text("base", style="bold") if e.get("is_baseline") else Text("")
             success = Text(pct(m.get("success_rate"), 1), style="bold" if is_best else "")
             if m.get("success_ci_low") is not None and m.get("success_ci_high") is not None:
-                success.append(f" [{pct(m['success_ci_low'])}–{pct(m['success_ci_high'])}]", style="dim")
+                success.append(f" {100 * m['success_ci_low']:.0f}–{100 * m['success_ci_high']:.0f}", style="dim")
             delta = None if base_success is None or m.get("success_rate") is None or e.get("is_baseline") \
                 else m["success_rate"] - base_success
+            # A checkpoint saved at another step than its eval says so after the step.
+            ck = ckpt_step.get(e.get("checkpoint_id"))
             table.add_row(
-                mark, str(e["step"]),
-                "–" if e.get("checkpoint_id") is None else str(ckpt_step.get(e["checkpoint_id"], e["checkpoint_id"])),
+                mark, str(e["step"]) if ck in (None, e["step"]) else f"{e['step']}@{ck}",
                 e["mode"], pct(m.get("valid_json_rate")), pct(m.get("correct_tool_rate")), pct(m.get("correct_args_rate")),
                 success,
                 Text("" if delta is None else f"{100 * delta:+.0f}pp", style="green" if (delta or 0) > 0 else "red"),
@@ -133,12 +135,14 @@ class EvalsScreen(Screen):
         xs, ys = eval_points(evals)
         base = baseline_value(evals)
         if xs:
-            plt.plot(xs, ys, marker="braille", color="cyan", label="held-out success")
+            plt.plot(xs, ys, marker="braille", color="cyan")
         if base is not None:
             plt.hline(base, "yellow")
-            plt.text("baseline", x=xs[0] if xs else 0.0, y=base, color="yellow")
         if not xs and base is None:
             plt.title("no evaluations yet")
+        else:
+            base_note = f", yellow line: baseline {100 * base:.1f}%" if base is not None else ""
+            plt.title(f"held-out success by step{base_note}")
         plot.refresh()
 
     def action_toggle_mode(self) -> None:

@@ -168,11 +168,19 @@ class TrajectoryScreen(Screen):
         group.remove_children()
         members = st.group_members(self.wb.db, row["id"])
         group.border_title = f"group {row['group_idx']} of step {row['step']} · {len(members)} members"
-        group.mount_all([
+        widgets = [
             VerticalScroll(Static(member_text(m, current=m["id"] == row["id"])),
                            classes="member -current" if m["id"] == row["id"] else "member")
             for m in members
-        ])
+        ]
+        # Share the screen when the group fits; below 22 columns a member is unreadable, so scroll instead.
+        width = max(22, (self.size.width - 4) // max(1, len(widgets)) - 1)
+        for w in widgets:
+            w.styles.width = width
+        group.mount_all(widgets)
+        current = next((w for w, m in zip(widgets, members, strict=True) if m["id"] == row["id"]), None)
+        if current is not None:
+            group.call_after_refresh(group.scroll_to_widget, current, animate=False)
 
     # ---- actions -------------------------------------------------------------------------------------
 

@@ -88,13 +88,20 @@ async def test_p_enqueues_pause_and_the_answer_becomes_a_toast(fake):
         assert pending_kinds(fake) == ["resume"]
 
 
-async def test_checkpoint_and_eval_keys_enqueue_and_r_is_hidden_while_running(fake):
+async def test_checkpoint_eval_then_quit_leaves_the_worker_running(fake):
     app = WorkbenchApp(fake.db_path, poll_s=0.1)
     async with app.run_test(size=SIZE) as pilot:
         await dashboard(pilot)
-        await pilot.press("c", "e", "r")
+        await pilot.press("c", "e", "r")  # r is hidden while a live worker runs: nothing to resume
         await app.workers.wait_for_complete()
         assert pending_kinds(fake) == ["checkpoint", "eval"]
+        await pilot.press("q")
+        await pilot.pause()
+    assert not app.is_running and not app.stop_chosen
+    db = open_db(fake)
+    assert runs.get_run(db, fake.run_id)["status"] == "running"  # quitting sends no stop
+    assert [c["kind"] for c in commands.pending(db, fake.run_id)] == ["checkpoint", "eval"]
+    db.conn.close()
 
 
 async def test_stop_asks_first(fake):
@@ -113,28 +120,16 @@ async def test_stop_asks_first(fake):
         assert pending_kinds(fake) == ["stop"] and app.stop_chosen
 
 
-async def test_quit_leaves_the_worker_alone(fake):
-    app = WorkbenchApp(fake.db_path, poll_s=0.1)
-    async with app.run_test(size=SIZE) as pilot:
-        await dashboard(pilot)
-        await pilot.press("q")
-        await pilot.pause()
-    assert app.return_code == 0 or app.return_code is None
-    db = open_db(fake)
-    assert runs.get_run(db, fake.run_id)["status"] == "running"
-    assert commands.pending(db, fake.run_id) == []
-    db.conn.close()
-
-
-async def test_live_pane_picks_up_rows_written_after_start(fake):
-    app = WorkbenchApp(fake.db_path, poll_s=0.1)
+async def test_live_pane_picks_up_rows_written_after_start_and_keeps_n(fake):
+    app = WorkbenchApp(fake.db_path, poll_s=0.1, live_rows=50)
     async with app.run_test(size=SIZE) as pilot:
         dash = await dashboard(pilot)
         table = dash.query_one(RolloutsPane).table
-        before = table.row_count
+        assert table.row_count == 50  # of 52: the newest N only
         new_ids = add_step(fake, 6)  # the "worker" writes a step while the UI watches
         await wait_until(pilot, lambda: str(new_ids[-1]) in table.rows, what="new rows in the live pane")
-        assert table.row_count == before + len(new_ids)
+        assert all(str(i) in table.rows for i in new_ids)
+        assert table.row_count == 50
         assert table.cursor_row == table.row_count - 1  # it follows the stream
         await wait_until(pilot, lambda: "step 6/100" in plain(dash.query_one(StatusBar)))
         stats = dash.query_one(TasksPane).stats
@@ -143,17 +138,6 @@ async def test_live_pane_picks_up_rows_written_after_start(fake):
         assert total == sum(s["attempts"] for s in tasks.task_stats(db, fake.run_id))  # incremental == full scan
         db.conn.close()
         assert dash.score_step == 6
-
-
-async def test_live_pane_keeps_at_most_n_rows(fake):
-    app = WorkbenchApp(fake.db_path, poll_s=0.1, live_rows=10)
-    async with app.run_test(size=SIZE) as pilot:
-        dash = await dashboard(pilot)
-        table = dash.query_one(RolloutsPane).table
-        assert table.row_count == 10
-        ids = add_step(fake, 6)
-        await wait_until(pilot, lambda: str(ids[-1]) in table.rows)
-        assert table.row_count == 10
 
 
 async def test_task_filter_sort_and_curves(fake):
@@ -234,38 +218,30 @@ async def test_stale_heartbeat_banner(fake):
         assert "Start worker" in names and "Pause training" not in names
 
 
-async def test_help_screen_lists_keys(fake):
-    app = WorkbenchApp(fake.db_path, poll_s=0.1)
-    async with app.run_test(size=SIZE) as pilot:
-        await dashboard(pilot)
-        await pilot.press("question_mark")
-        await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen))
-        text = " ".join(plain(s) for s in app.screen.query("Static"))
-        for word in ("Pause", "Next", "Dry run", "Group", "Mode"):
-            assert word in text, word
-        await pilot.press("escape")
-        await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
-
-
 async def test_palette_follows_state_and_runs_commands(fake):
+    from screens.palette import WorkbenchCommands
+
     app = WorkbenchApp(fake.db_path, poll_s=0.1)
+    assert WorkbenchCommands in app.COMMANDS
     async with app.run_test(size=SIZE) as pilot:
         await dashboard(pilot)
-        names = [n for n, _, _ in app.palette_commands()]
-        assert "Pause training" in names and "Resume training" not in names
+
+        async def hits(query: str) -> list:
+            provider = WorkbenchCommands(app.screen)
+            return [h async for h in provider.search(query)]
+
+        assert [h.text for h in await hits("pause")] == ["Pause training"]
+        assert await hits("resume") == []
         db = open_db(fake)
         runs.set_status(db, fake.run_id, "paused", "test")
         db.conn.close()
         await wait_until(pilot, lambda: app.run_row["status"] == "paused")
-        names = [n for n, _, _ in app.palette_commands()]
-        assert "Resume training" in names and "Pause training" not in names
-        await pilot.press("ctrl+p")
-        await pilot.pause(0.2)
-        await pilot.press(*"resume training")
-        await pilot.pause(0.5)
-        await pilot.press("enter")
-        await app.workers.wait_for_complete()
+        assert await hits("pause training") == []
+        (resume,) = await hits("resume")
+        resume.command()
         await wait_until(pilot, lambda: pending_kinds(fake) == ["resume"], what="resume from the palette")
+        discovered = [h.text async for h in WorkbenchCommands(app.screen).discover()]
+        assert "Resume training" in discovered and "Stop run" in discovered
 
 
 async def test_several_runs_start_on_the_runs_list(tmp_path):
@@ -283,7 +259,7 @@ async def test_several_runs_start_on_the_runs_list(tmp_path):
         assert "Switch run" in [n for n, _, _ in app.palette_commands()]
 
 
-async def test_screens_open_from_the_dashboard(fake):
+async def test_screens_and_help_open_from_the_dashboard(fake):
     from screens.evals_screen import EvalsScreen
     from screens.trajectory_screen import TrajectoryScreen
     from screens.verifier_editor import VerifierEditorScreen
@@ -299,6 +275,13 @@ async def test_screens_open_from_the_dashboard(fake):
             if isinstance(app.screen, VerifierEditorScreen):  # escape first leaves the code editor
                 await pilot.press("escape")
             await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+        await pilot.press("question_mark")
+        await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        text = " ".join(plain(s) for s in app.screen.query("Static"))
+        for word in ("Pause", "Next", "Dry run", "Group", "Mode"):
+            assert word in text, word
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
 
 
 def test_every_binding_has_an_id():

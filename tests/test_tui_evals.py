@@ -22,8 +22,8 @@ async def test_evaluations_mark_the_best_checkpoint_and_flag_drift(tmp_path):
         rows = [[getattr(c, "plain", str(c)) for c in table.get_row_at(i)] for i in range(table.row_count)]
         assert [r[0] for r in rows] == ["base", "★ best", ""]
         assert rows[1][1] == "2"  # the step-2 checkpoint (45%) beats the step-5 one (37.5%)
-        assert rows[1][7].startswith("45.0% [30%–60%]")
-        assert rows[1][8] == "+32pp"
+        assert rows[1][6] == "45.0% 30–60"
+        assert rows[1][7] == "+32pp"
         assert "best: step 2" in plain(screen.query_one("#evals-title"))
         flags = plain(screen.query_one("#evals-flags"))
         assert "completion length drifted" in flags

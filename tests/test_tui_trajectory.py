@@ -36,16 +36,17 @@ async def moved(pilot, screen: TrajectoryScreen, key: str, before: int) -> int:
     return screen.shown["id"]
 
 
-async def test_n_and_p_step_through_trajectories(fake):
+async def test_step_through_see_the_group_and_label(fake):
     app = WorkbenchApp(fake.db_path, poll_s=0.2)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_trajectories(pilot)
+        # n / p: newest first, one at a time
         newest = max(fake.trajectory_ids)
-        assert screen.shown["id"] == newest  # newest first
+        assert screen.shown["id"] == newest
         second = await moved(pilot, screen, "n", newest)
         assert second == newest - 1
         assert await moved(pilot, screen, "p", second) == newest
-        # the turns are on screen with their roles; the system prompt starts collapsed
+        # turns with their roles; the system prompt starts collapsed and x opens it
         collapsible = screen.query_one(Collapsible)
         assert collapsible.collapsed
         await pilot.press("x")
@@ -54,12 +55,7 @@ async def test_n_and_p_step_through_trajectories(fake):
         assert f"#{newest}" in head and "reward" in head
         side = plain(screen.query_one("#side-body"))
         assert "reward parts" in side and "verifier says" in side
-
-
-async def test_g_shows_the_group_side_by_side(fake):
-    app = WorkbenchApp(fake.db_path, poll_s=0.2)
-    async with app.run_test(size=SIZE) as pilot:
-        screen = await open_trajectories(pilot)
+        # g: the G members of a training group side by side
         await pilot.press("n", "n", "n", "n", "n")  # off the held-out rows, onto a train group
         await wait_until(pilot, lambda: screen.shown["split"] == "train")
         await pilot.press("g")
@@ -67,27 +63,21 @@ async def test_g_shows_the_group_side_by_side(fake):
         assert len(members) == fake.group_size
         db = store.open_db(fake.db_path)
         group = trajectories.group_members(db, screen.shown["id"])
-        db.conn.close()
         text = " ".join(plain(m.query_one("Static")) for m in members)
         for row in group:
             assert row["completion"][:20] in text
         assert len(screen.query(".member.-current")) == 1
         await pilot.press("g")
         assert not screen.query_one("#group").display
-
-
-async def test_plus_labels_good_with_a_note_and_minus_can_be_cancelled(fake):
-    app = WorkbenchApp(fake.db_path, poll_s=0.2)
-    async with app.run_test(size=SIZE) as pilot:
-        screen = await open_trajectories(pilot)
+        # + labels good with a note; - then escape labels nothing
         tid = screen.shown["id"]
         await pilot.press("plus")
         await wait_until(pilot, lambda: isinstance(app.screen, PromptScreen))
         await pilot.press(*"right tool", "enter")
         await wait_until(pilot, lambda: isinstance(app.screen, TrajectoryScreen))
         await app.workers.wait_for_complete()
-        db = store.open_db(fake.db_path)
         assert [(lab["verdict"], lab["note"]) for lab in labels.labels_for(db, tid)] == [("good", "right tool")]
+        await wait_until(pilot, lambda: "label: good" in plain(screen.query_one("#traj-head")))
         await pilot.press("minus")
         await wait_until(pilot, lambda: isinstance(app.screen, PromptScreen))
         await pilot.press("escape")
@@ -95,7 +85,6 @@ async def test_plus_labels_good_with_a_note_and_minus_can_be_cancelled(fake):
         await app.workers.wait_for_complete()
         assert len(labels.labels_for(db, tid)) == 1
         db.conn.close()
-        await wait_until(pilot, lambda: "label: good" in plain(screen.query_one("#traj-head")))
 
 
 async def test_search_sort_and_filters(fake):

@@ -77,7 +77,7 @@ class CurvesPane(Vertical):
             xs, ys = eval_points(self.evals)
             base = baseline_value(self.evals)
             if xs:
-                plt.plot(xs, ys, marker="braille", color="cyan", label="success")
+                plt.plot(xs, ys, marker="braille", color="cyan")
                 lo_x, lo_y = eval_points(self.evals, "success_ci_low")
                 hi_x, hi_y = eval_points(self.evals, "success_ci_high")
                 if lo_x and len(lo_x) == len(xs):
@@ -88,7 +88,6 @@ class CurvesPane(Vertical):
                 plt.hline(base, "yellow")
                 if not xs:
                     plt.plot([0.0], [base], marker="braille", color="yellow")
-                plt.text("baseline", x=xs[0] if xs else 0.0, y=base, color="yellow")
                 drawn = True
         else:
             for i, key in enumerate(curve.metrics):

@@ -70,7 +70,7 @@ class RolloutsPane(Vertical):
             split = "" if r.get("split") == "train" else f"{split_short(r.get('split'))}:"
             table.add_row(
                 Text(str(r["step"]), style=style),
-                Text(split + task_label(self.tasks.get(r.get("task_id")), r.get("task_id"), 12), style=style),
+                Text(clip(split + task_label(self.tasks.get(r.get("task_id")), r.get("task_id"), 12), 12), style=style),
                 Text(num(r.get("reward"), 2), style=f"bold {style}"),
                 Text(num(r.get("advantage"), 1, signed=True), style=style),
                 Text(clip(tool or "(no call)", 22), style=style),

@@ -31,32 +31,44 @@ def status_text(
     checkpoint: dict[str, Any] | None,
     now: float,
     task_note: str = "",
+    width: int = 0,
 ) -> Text:
+    """The status line; when `width` is given, wrapped between items, never inside one."""
     status = run.get("status", "?")
     config = run.get("config") or {}
     max_steps = config.get("max_steps")
     step = steps[-1]["step"] if steps else None
     sps, tps = rates(steps)
-    t = Text(no_wrap=False)
-    t.append(f"● {status}", style=STATUS_STYLE.get(status, ""))
-    t.append(f"  #{run['id']} {run.get('name', '')}", style="bold")
-    t.append("  step ")
-    t.append("–" if step is None else str(step), style="bold")
+    items: list[Text] = [Text(f"● {status}", style=STATUS_STYLE.get(status, "")),
+                         Text(f"#{run['id']} {run.get('name', '')}", style="bold")]
+    item = Text("step ")
+    item.append("–" if step is None else str(step), style="bold")
     if max_steps:
-        t.append(f"/{max_steps}")
-    t.append(f"  {num(sps, 3)} step/s  {num(tps, 0)} tok/s")
+        item.append(f"/{max_steps}")
+    items += [item, Text(f"{num(sps, 3)} step/s"), Text(f"{num(tps, 0)} tok/s")]
     if max_steps and step is not None and sps and status in LIVE_STATUSES:
-        t.append(f"  ETA {duration((int(max_steps) - step) / sps)}")
+        items.append(Text(f"ETA {duration((int(max_steps) - step) / sps)}"))
     if verifier:
-        t.append(f"  verifier {verifier.get('name', '?')} v{verifier.get('version', '?')}", style="cyan")
+        items.append(Text(f"verifier {verifier.get('name', '?')} v{verifier.get('version', '?')}", style="cyan"))
     else:
-        t.append("  verifier built-in", style="cyan")
-    t.append(f"  ckpt @{checkpoint['step']}" if checkpoint else "  no ckpt", style="dim")
-    state = worker_state(run, now)
-    if state == "alive":
-        t.append("  worker ✓", style="green")
+        items.append(Text("verifier built-in", style="cyan"))
+    items.append(Text(f"ckpt @{checkpoint['step']}" if checkpoint else "no ckpt", style="dim"))
+    if worker_state(run, now) == "alive":
+        items.append(Text("worker ✓", style="green"))
     if task_note:
-        t.append(f"  [{task_note}]", style="italic magenta")
+        items.append(Text(f"[{task_note}]", style="italic magenta"))
+    t = Text(no_wrap=True)
+    used = 0
+    for i, item in enumerate(items):
+        if i:
+            if width and used + 2 + item.cell_len > width:
+                t.append("\n")
+                used = 0
+            else:
+                t.append("  ")
+                used += 2
+        t.append_text(item)
+        used += item.cell_len
     return t
 
 
@@ -75,6 +87,9 @@ def banner_text(run: dict[str, Any], now: float) -> Text | None:
 
 
 class StatusBar(Static):
+    def on_resize(self) -> None:
+        self._last = None  # the owner re-renders for the new width on its next poll
+
     def show(self, text: Text) -> None:
         if str(text) != str(getattr(self, "_last", "")):
             self._last = text
