@@ -102,6 +102,45 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def eval_table(db: Any, run_id: int, mode: str = "greedy") -> list[dict[str, Any]]:
+    """Baseline, SFT-only and each checkpoint's held-out metrics, in order; the promoted one marked."""
+    import store
+
+    checkpoints = {c["id"]: c for c in store.metrics.list_checkpoints(db, run_id)}
+    rows = []
+    for e in store.metrics.list_evals(db, run_id, mode=mode):
+        ck = checkpoints.get(e["checkpoint_id"])
+        label = "base" if e["is_baseline"] else (f"{ck['kind']} @ step {ck['step']}" if ck else f"step {e['step']}")
+        rows.append({"label": label, "step": e["step"], "promoted": bool(ck and ck["promoted"]), **e["metrics"]})
+    return rows
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    import store
+
+    db = store.open_db(args.db, create=False)
+    run = store.runs.get_run(db, args.run)
+    rows = eval_table(db, args.run, args.mode)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    table = Table(title=f"run {args.run} ({run['name']}, {run['status']}): held-out, {args.mode}")
+    for col in ("policy", "valid JSON", "tool", "args", "success [95% CI]", "unsafe", "tokens"):
+        table.add_column(col, justify="left" if col == "policy" else "right")
+    for r in rows:
+        table.add_row(
+            r["label"] + (" *" if r["promoted"] else ""), f"{r['valid_json_rate']:.2f}", f"{r['correct_tool_rate']:.2f}",
+            f"{r['correct_args_rate']:.2f}", f"{r['success_rate']:.2f} [{r['success_ci_low']:.2f}, {r['success_ci_high']:.2f}]",
+            f"{r['unsafe_rate']:.2f}", f"{r['mean_tokens']:.1f}",
+        )
+    Console().print(table)
+    print("* promoted: the best checkpoint that beats the baseline")
+    return 0
+
+
 def cmd_init(args: argparse.Namespace) -> int:
     from workbench.tasks import write_builtin_jsonl
     from workbench.verifiers import builtin_verifier_code
@@ -186,6 +225,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--db", default=DEFAULT_DB)
     p.add_argument("--out")
     p.set_defaults(fn=cmd_export)
+    p = sub.add_parser("report", help="held-out metrics of a run: baseline, SFT-only, each checkpoint")
+    p.add_argument("--run", type=int, required=True)
+    p.add_argument("--db", default=DEFAULT_DB)
+    p.add_argument("--mode", choices=("greedy", "sampled"), default="greedy")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_report)
     p = sub.add_parser("init", help="a starter config, tasks file and verifier to edit")
     p.add_argument("dir")
     p.set_defaults(fn=cmd_init)
