@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -20,7 +21,7 @@ from textual.widgets import Collapsible, Footer, Static
 from screens.db import thread_db
 from screens.format import task_label
 from screens.traj_browser import ORDERS, Browser, FetchRequest, describe, fetch
-from screens.trajectory_view import head_text, member_text, side_text, turn_widgets
+from screens.trajectory_view import head_text, member_text, side_text, turn_parts
 from store import labels as sl
 from store import tasks as stasks
 from store import trajectories as st
@@ -61,7 +62,6 @@ class TrajectoryScreen(Screen):
         self.initial_task = task_id
         self.browser: Browser | None = None
         self.group_view = False
-        self.expand_system = False
         self.shown: dict[str, Any] | None = None
         self._task_cache: dict[int, dict[str, Any] | None] = {}
         self._verifier_cache: dict[int, dict[str, Any] | None] = {}
@@ -74,7 +74,8 @@ class TrajectoryScreen(Screen):
         yield Static(id="traj-head")
         yield Static(id="traj-filter")
         with Horizontal(id="traj-body"):
-            yield VerticalScroll(id="turns")
+            with VerticalScroll(id="turns"):
+                yield Collapsible(Static(id="system-body"), title="system", id="system", classes="turn turn-system")
             yield VerticalScroll(Static(id="side-body"), id="side")
         yield HorizontalScroll(id="group")
         yield Footer(compact=True)
@@ -142,8 +143,8 @@ class TrajectoryScreen(Screen):
         b = self.browser
         current = b.current if b else None
         turns = self.query_one("#turns", VerticalScroll)
-        turns.remove_children()
         if current is None:
+            self._show_turns({"messages": []})
             self.shown = None
             self.query_one("#traj-head", Static).update("No trajectory matches these filters (f: filters, /: search).")
             self.query_one("#side-body", Static).update("")
@@ -157,11 +158,33 @@ class TrajectoryScreen(Screen):
             head_text(row, task=self._task_text(row.get("task_id")), verifier=self._verifier_text(row.get("verifier_id")),
                       label=verdict)
         )
-        turns.mount_all(turn_widgets(row, expand_system=self.expand_system))
+        self._show_turns(row)
         turns.scroll_home(animate=False)
         self.query_one("#side-body", Static).update(side_text(row, labels))
         if self.group_view:
             self._show_group(row)
+
+    def _show_turns(self, row: dict[str, Any]) -> None:
+        """Update the turn widgets in place (mounting new ones only when a trajectory has more turns than
+        any before): stepping with n / p then costs a repaint, not a remount."""
+        system, parts = turn_parts(row)
+        box = self.query_one("#system", Collapsible)
+        box.display = system is not None
+        if system is not None:
+            box.title = f"system · {len(system)} chars"
+            self.query_one("#system-body", Static).update(Text(system))
+        turns = self.query_one("#turns", VerticalScroll)
+        pool = list(turns.query(".turn-msg").results(Static))
+        if len(pool) < len(parts):
+            extra = [Static(classes="turn turn-msg") for _ in range(len(parts) - len(pool))]
+            turns.mount_all(extra)
+            pool += extra
+        for widget, (role, renderable) in zip(pool, parts, strict=False):
+            widget.set_classes(f"turn turn-msg turn-{role}")
+            widget.update(renderable)
+            widget.display = True
+        for widget in pool[len(parts):]:
+            widget.display = False
 
     def _show_group(self, row: dict[str, Any]) -> None:
         group = self.query_one("#group", HorizontalScroll)
@@ -207,9 +230,8 @@ class TrajectoryScreen(Screen):
         self._show_filter()
 
     def action_toggle_system(self) -> None:
-        self.expand_system = not self.expand_system
-        for c in self.query(Collapsible):
-            c.collapsed = not self.expand_system
+        box = self.query_one("#system", Collapsible)
+        box.collapsed = not box.collapsed
 
     def _restart(self, flt: st.TrajectoryFilter | None = None, *, keep_anchor: bool = True) -> None:
         b = self.browser

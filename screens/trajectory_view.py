@@ -8,8 +8,6 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
-from textual.widget import Widget
-from textual.widgets import Collapsible, Static
 
 from screens.format import clip, compact_json, content_text, num, reward_style
 
@@ -27,17 +25,18 @@ def _tool_call(text: str) -> tuple[str, Any] | None:
     return None
 
 
-def turn_widgets(row: dict[str, Any], *, expand_system: bool = False) -> list[Widget]:
+def turn_parts(row: dict[str, Any]) -> tuple[str | None, list[tuple[str, Group]]]:
+    """(the system prompt or None, [(role class, renderable)] for the other turns in order)."""
     messages = list(row.get("messages") or [])
     if not any(m.get("role") == "assistant" for m in messages) and row.get("completion"):
         messages.append({"role": "assistant", "content": row["completion"]})
-    out: list[Widget] = []
+    system: str | None = None
+    out: list[tuple[str, Group]] = []
     for m in messages:
         role = str(m.get("role", "?"))
         text = content_text(m.get("content"))
         if role == "system":
-            out.append(Collapsible(Static(Text(text)), title=f"system · {len(text)} chars",
-                                   collapsed=not expand_system, classes="turn turn-system"))
+            system = text if system is None else f"{system}\n\n{text}"
             continue
         head = Text(role, style=ROLE_STYLE.get(role, "bold"))
         body = Text(text)
@@ -47,8 +46,8 @@ def turn_widgets(row: dict[str, Any], *, expand_system: bool = False) -> list[Wi
             body = Text(json.dumps(call[1], ensure_ascii=False, indent=1) if call[1] is not None else "(no args)")
         elif role == "tool":
             head = Text("tool result", style=ROLE_STYLE["tool"])
-        out.append(Static(Group(head, body), classes=f"turn turn-{role if role in ROLE_STYLE else 'other'}"))
-    return out
+        out.append((role if role in ROLE_STYLE else "other", Group(head, body)))
+    return system, out
 
 
 def head_text(row: dict[str, Any], *, task: str, verifier: str, label: str | None) -> Text:
