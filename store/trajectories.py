@@ -23,6 +23,7 @@ COLUMNS: dict[str, bool] = {
     "truncated": False, "latency": False, "error": False, "checkpoint_id": False, "eval_id": False,
 }
 REQUIRED = ("run_id", "step", "split", "messages", "completion")
+DEFAULTS = {"group_idx": 0, "sample_idx": 0, "truncated": 0}  # the schema's defaults, for omitted fields
 _INSERT_SQL = (
     f"INSERT INTO trajectories ({', '.join(COLUMNS)}, created) VALUES ({', '.join('?' for _ in COLUMNS)}, ?)"
 )
@@ -40,7 +41,7 @@ _JSON_AT = tuple(i for i, is_json in enumerate(COLUMNS.values()) if is_json)
 def _row_values(row: dict[str, Any], t: float) -> list[Any]:
     if not row.keys() <= COLUMNS.keys():
         raise StoreError(f"trajectory has unknown field(s) {sorted(row.keys() - COLUMNS.keys())}; known: {list(COLUMNS)}")
-    values = [row.get(k) for k in _NAMES]
+    values = [row.get(k, DEFAULTS.get(k)) for k in _NAMES]
     for i in _JSON_AT:
         if values[i] is not None:
             values[i] = dumps(values[i])

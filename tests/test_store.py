@@ -371,3 +371,10 @@ def test_mark_pausing_only_from_running_with_a_queued_pause(db, run_id):
     assert runs.get_run(db, run_id)["status"] == "pausing"
     runs.set_status(db, run_id, "paused")
     assert runs.mark_pausing(db, run_id) is False and runs.get_run(db, run_id)["status"] == "paused"
+
+
+def test_omitted_optional_fields_take_the_schema_defaults(db, run_id):
+    (tid,) = trajectories.insert_trajectories(db, [{"run_id": run_id, "step": 0, "split": "train", "messages": [],
+                                                    "completion": "x"}])
+    row = trajectories.get_trajectory(db, tid)
+    assert (row["group_idx"], row["sample_idx"], row["truncated"], row["reward"]) == (0, 0, 0, None)
