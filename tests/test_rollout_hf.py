@@ -177,3 +177,24 @@ def test_real_smollm2_generates() -> None:
     [group] = HFEngine(policy).generate([prompt], 2, max_new_tokens=8, temperature=0.0)
     assert group[0].token_ids == group[1].token_ids and 0 < len(group[0].token_ids) <= 8
     assert group[0].text.strip()
+
+
+def test_a_shared_harness_prefix_is_prefilled_once_and_changes_nothing(policy: Policy) -> None:
+    harness = {"role": "system", "content": "Tools: calendar.create_event(attendee, day, time), weather.get(city, day). "
+               "Reply with one JSON object only, no prose, no code fences."}
+    users = ["Book Alex on Tuesday at 2 PM.", "Weather in Oslo tomorrow?", "Cancel my Friday meeting with Sam please."]
+    ps = [render_prompt(policy.tokenizer, [harness, {"role": "user", "content": u}], prefill='{"tool": "') for u in users]
+    shapes: list[tuple[int, ...]] = []
+    emb = policy.model.get_input_embeddings()
+    handle = emb.register_forward_hook(lambda m, i, o: shapes.append(tuple(i[0].shape)))
+    try:
+        engine = HFEngine(policy)
+        batched = engine.generate(ps, 2, max_new_tokens=8, temperature=0.0, stop_token_ids=[])
+    finally:
+        handle.remove()
+    assert shapes[0][0] == 1 and shapes[0][1] >= 16  # the common prefix, once
+    assert shapes[1][0] == 3 and shapes[1][1] < min(len(p) for p in ps)  # then only each prompt's own tokens
+    for p, group in zip(ps, batched, strict=True):
+        [alone] = engine.generate([p], 1, max_new_tokens=8, temperature=0.0, stop_token_ids=[])
+        assert group[0].token_ids == alone[0].token_ids == hf_greedy(policy, p, 8)
+        assert torch.allclose(torch.tensor(group[0].logprobs), torch.tensor(alone[0].logprobs), atol=1e-4)

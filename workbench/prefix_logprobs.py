@@ -16,15 +16,9 @@ from typing import Any
 import torch
 
 from workbench.rollout.hf import _base_forward_params, _cache_of
+from workbench.rollout.prompt import common_prefix_len
 
-
-def common_prefix_len(seqs: list[list[int]]) -> int:
-    first = seqs[0]
-    n = min(len(s) for s in seqs)
-    for i in range(n):
-        if any(s[i] != first[i] for s in seqs):
-            return i
-    return n
+__all__ = ["common_prefix_len", "sequence_logprobs", "shared_prefix_logprobs"]
 
 
 def shared_prefix_logprobs(

@@ -14,7 +14,10 @@ from typing import Any
 
 import torch
 
+from workbench.rollout.prompt import common_prefix_len
 from workbench.types import Completion
+
+MIN_SHARED_PREFIX = 16  # below this, one padded prefill is as cheap as a separate prefix pass
 
 
 def _base_forward_params(model: Any) -> set[str]:
@@ -125,15 +128,29 @@ class HFEngine:
         cache_kw = "cache" if "cache" in params else "past_key_values"  # transformers >= 5.2x renamed it
         pad_id = self.policy.tokenizer.pad_token_id or 0
         lens = torch.tensor([len(p) for p in prompts], device=device)
-        width = int(lens.max())
+        shared = min(common_prefix_len(prompts), int(lens.min()) - 1)  # each row keeps >= 1 own token
+        cache = None
+        if len(prompts) > 1 and shared >= MIN_SHARED_PREFIX:
+            # One harness for every prompt: prefill the common prefix once and repeat its cache per row.
+            first = model(input_ids=torch.tensor([prompts[0][:shared]], device=device), use_cache=True,
+                          logits_to_keep=1)
+            cache = _cache_of(first)
+            cache.batch_repeat_interleave(len(prompts))
+        rests = [p[shared:] for p in prompts] if cache is not None else prompts
+        width = max(len(r) for r in rests)
         input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long, device=device)
         attn = torch.zeros((len(prompts), width), dtype=torch.long, device=device)
-        for r, p in enumerate(prompts):  # left padding: every prompt ends at the last column
+        for r, p in enumerate(rests):  # left padding: every prompt ends at the last column
             input_ids[r, width - len(p) :] = torch.tensor(p, device=device)
             attn[r, width - len(p) :] = 1
-        positions = (attn.cumsum(-1) - 1).clamp(min=0)
+        offset = shared if cache is not None else 0
+        positions = offset + (attn.cumsum(-1) - 1).clamp(min=0)
+        if cache is not None:  # the prefix's columns come first in the mask: [prefix | pads | rest]
+            attn = torch.cat([attn.new_ones((len(prompts), shared)), attn], dim=-1)
+        extra = {cache_kw: cache} if cache is not None else {}
         result = model(
-            input_ids=input_ids, attention_mask=attn, position_ids=positions, use_cache=True, logits_to_keep=1
+            input_ids=input_ids, attention_mask=attn, position_ids=positions, use_cache=True, logits_to_keep=1,
+            **extra,
         )
         cache = _cache_of(result)
         logits = result.logits[:, -1, :]

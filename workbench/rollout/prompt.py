@@ -19,3 +19,13 @@ def render_prompt(tokenizer: Any, messages: list[dict[str, Any]], prefill: str =
     if prefill:
         ids += tokenizer(prefill, add_special_tokens=False)["input_ids"]
     return ids
+
+
+def common_prefix_len(seqs: list[list[int]]) -> int:
+    """Length of the longest prefix all sequences share (the harness, for a step's prompts)."""
+    first = seqs[0]
+    n = min(len(s) for s in seqs)
+    for i in range(n):
+        if any(s[i] != first[i] for s in seqs):
+            return i
+    return n
