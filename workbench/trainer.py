@@ -166,6 +166,8 @@ class Trainer:
             self.run_eval(is_baseline=True)
         if not self.sft_done:
             self.run_sft_phase()
+            if not self.sft_done:
+                return
         while self.step < self.cfg.max_steps and not self.hooks.should_stop(self):
             self.train_step()
             if self.step % self.cfg.checkpoint_every == 0 or self.step == self.cfg.max_steps:
@@ -183,8 +185,11 @@ class Trainer:
             self.hooks.safe_point(self, "sft_step")
             return not self.hooks.should_stop(self)
 
-        run_sft(self.policy, examples, self.cfg.sft_steps, lr=self.cfg.sft_learning_rate,
-                batch_size=self.cfg.sft_batch_size, seed=self.cfg.seed, prefill=self.harness.prefill, on_step=on_step)
+        losses = run_sft(self.policy, examples, self.cfg.sft_steps, lr=self.cfg.sft_learning_rate,
+                         batch_size=self.cfg.sft_batch_size, seed=self.cfg.seed, prefill=self.harness.prefill,
+                         on_step=on_step)
+        if len(losses) < self.cfg.sft_steps:  # stopped part-way: a resume redoes the warm-up
+            return
         self.sft_done = True
         ck = self.save_checkpoint("sft")
         self.run_eval(checkpoint_id=ck)

@@ -171,7 +171,7 @@ def run_worker(db_path: str | Path, run_id: int, *, policy: Any = None, log: Any
         store.runs.set_status(db, run_id, "running", f"resumed from step {resumed}" if resumed is not None else "started")
         trainer.run()
         if hooks.stop_requested:
-            if trainer.step < cfg.max_steps:
+            if trainer.step < cfg.max_steps and trainer.sft_done:
                 trainer.save_checkpoint("requested")
             status = "stopped"
         else:
