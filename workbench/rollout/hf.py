@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from workbench.rollout.kv_cache import growing_cache
 from workbench.rollout.prompt import common_prefix_len
 from workbench.types import Completion
 
@@ -133,7 +134,7 @@ class HFEngine:
         if len(prompts) > 1 and shared >= MIN_SHARED_PREFIX:
             # One harness for every prompt: prefill the common prefix once and repeat its cache per row.
             first = model(input_ids=torch.tensor([prompts[0][:shared]], device=device), use_cache=True,
-                          logits_to_keep=1)
+                          logits_to_keep=1, **{cache_kw: growing_cache()})
             cache = _cache_of(first)
             cache.batch_repeat_interleave(len(prompts))
         rests = [p[shared:] for p in prompts] if cache is not None else prompts
@@ -147,10 +148,9 @@ class HFEngine:
         positions = offset + (attn.cumsum(-1) - 1).clamp(min=0)
         if cache is not None:  # the prefix's columns come first in the mask: [prefix | pads | rest]
             attn = torch.cat([attn.new_ones((len(prompts), shared)), attn], dim=-1)
-        extra = {cache_kw: cache} if cache is not None else {}
         result = model(
             input_ids=input_ids, attention_mask=attn, position_ids=positions, use_cache=True, logits_to_keep=1,
-            **extra,
+            **{cache_kw: cache if cache is not None else growing_cache()},
         )
         cache = _cache_of(result)
         logits = result.logits[:, -1, :]
