@@ -321,7 +321,7 @@ def sequence_logps(
         if compute_entropy:
             with torch.no_grad():
                 p = torch.softmax(x, dim=-1)
-                ent_chunks.append(lse - (p * x).sum(-1))  # H = logsumexp(x) - E_p[x]
+                ent_chunks.append(-(p * (x - lse[..., None])).sum(-1))  # -E_p[log p]: exact when sum(p) != 1
                 del p
     logps = torch.cat(logps_chunks, dim=0) if logps_chunks else logits.new_zeros((0, t), dtype=torch.float32)
     entropies = None

@@ -69,7 +69,7 @@ def completion_logprobs(
         logps.append(row.gather(-1, targets[r][:, None]).squeeze(-1) - lse)
         if return_entropy:
             probs = torch.softmax(row, -1)
-            entropies.append(lse - (probs * row).sum(-1))
+            entropies.append(-(probs * (row - lse[..., None])).sum(-1))  # -E_p[log p], robust to fp32 sum(p) != 1
     logp = torch.stack(logps) * mask
     if return_entropy:
         return logp, mask, torch.stack(entropies) * mask

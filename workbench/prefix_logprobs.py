@@ -82,7 +82,7 @@ def shared_prefix_logprobs(
         if return_entropy:
             with torch.no_grad():
                 probs = torch.softmax(row, -1)
-                entropies.append(lse - (probs * row).sum(-1))
+                entropies.append(-(probs * (row - lse[..., None])).sum(-1))  # robust to fp32 sum(p) != 1
     logp = torch.stack(logps) * mask
     if return_entropy:
         return logp, mask, torch.stack(entropies) * mask
