@@ -42,6 +42,14 @@ def finish(db: sqlite_utils.Database, command_id: int, result: dict[str, Any] | 
     )
 
 
+def fail_claimed(db: sqlite_utils.Database, run_id: int, reason: str) -> int:
+    """Answer commands a dead worker claimed and never answered, so the UI stops waiting for them."""
+    return db.execute(
+        "UPDATE commands SET status = 'failed', handled = ?, result = ? WHERE run_id = ? AND status = 'claimed'",
+        [now(), dumps({"error": reason}), run_id],
+    ).rowcount
+
+
 def get_command(db: sqlite_utils.Database, command_id: int) -> dict[str, Any] | None:
     return one(db.execute("SELECT * FROM commands WHERE id = ?", [command_id]))
 

@@ -52,7 +52,7 @@ def record_eval(
 
 
 def list_evals(db: sqlite_utils.Database, run_id: int, mode: str | None = None) -> list[dict[str, Any]]:
-    sql, params = "SELECT * FROM evals WHERE run_id = ?", [run_id]
+    sql, params = "SELECT * FROM evals WHERE run_id = ? AND superseded = 0", [run_id]
     if mode is not None:
         sql += " AND mode = ?"
         params.append(mode)

@@ -71,6 +71,16 @@ def mark_pausing(db: sqlite_utils.Database, run_id: int) -> bool:
     return bool(changed)
 
 
+def unmark_pausing(db: sqlite_utils.Database, run_id: int) -> None:
+    """pausing -> running when no pause is queued any more (it was followed by a resume)."""
+    db.execute(
+        "UPDATE runs SET status = 'running', status_reason = 'pause cancelled by resume', updated = ? "
+        "WHERE id = ? AND status = 'pausing' AND NOT EXISTS (SELECT 1 FROM commands "
+        "WHERE run_id = ? AND kind = 'pause' AND status = 'pending')",
+        [now(), run_id, run_id],
+    )
+
+
 def update_config(db: sqlite_utils.Database, run_id: int, config: dict[str, Any]) -> None:
     db.execute("UPDATE runs SET config = ?, updated = ? WHERE id = ?", [dumps(config), now(), run_id])
 

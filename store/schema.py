@@ -73,5 +73,8 @@ _V1 = [
     "CREATE INDEX dry_runs_verifier ON dry_runs (verifier_id, id)",
 ]
 
-MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1)]
+# v2: evals of a policy past the checkpoint a run resumed from are superseded too, like its trajectories.
+_V2 = ["ALTER TABLE evals ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0"]
+
+MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -183,14 +183,14 @@ def trajectories_since(
 def group_members(db: sqlite_utils.Database, trajectory_id: int) -> list[dict[str, Any]]:
     """The G samples that share a trajectory's run, step, split and group (for side-by-side view)."""
     row = db.execute(
-        "SELECT run_id, step, split, group_idx, superseded FROM trajectories WHERE id = ?", [trajectory_id]
+        "SELECT run_id, step, split, group_idx, superseded, eval_id FROM trajectories WHERE id = ?", [trajectory_id]
     ).fetchone()
     if row is None:
         return []
     return decode(
         db.execute(
             "SELECT * FROM trajectories WHERE run_id = ? AND step = ? AND split = ? AND group_idx = ? "
-            "AND superseded = ? ORDER BY sample_idx, id",
+            "AND superseded = ? AND eval_id IS ? ORDER BY sample_idx, id",
             list(row),
         )
     )
@@ -217,13 +217,16 @@ def last_trajectories(db: sqlite_utils.Database, run_id: int, n: int, *, split: 
 
 
 def mark_superseded(db: sqlite_utils.Database, run_id: int, after_step: int) -> int:
-    """On resume from a checkpoint at `after_step`: hide (never delete) the rows of later steps."""
+    """On resume from a checkpoint at `after_step`: hide (never delete) later steps' trajectories, step
+    rows and evals (a later eval measured a policy the run no longer continues from)."""
     with write_txn(db):
         n = db.execute(
-            "UPDATE trajectories SET superseded = 1 WHERE run_id = ? AND step > ? AND superseded = 0 AND eval_id IS NULL",
+            "UPDATE trajectories SET superseded = 1 WHERE run_id = ? AND step > ? AND superseded = 0",
             [run_id, after_step],
         ).rowcount
-        db.execute("UPDATE steps SET superseded = 1 WHERE run_id = ? AND step > ? AND superseded = 0", [run_id, after_step])
+        for table in ("steps", "evals"):
+            db.execute(f"UPDATE {table} SET superseded = 1 WHERE run_id = ? AND step > ? AND superseded = 0",
+                       [run_id, after_step])
     return n
 
 

@@ -28,9 +28,21 @@ learning_rate: 1
 
 
 def test_defaults_match_trl_where_named_alike():
+    from workbench.trainer import clip_range, reward_scaling
+
     cfg = Config()
-    assert (cfg.beta, cfg.epsilon, cfg.epsilon_high, cfg.num_generations_per_prompt, cfg.temperature,
-            cfg.scale_rewards, cfg.num_iterations) == (0.0, 0.2, None, 8, 1.0, "group", 1)
+    assert (cfg.beta, cfg.num_generations_per_prompt, cfg.temperature, cfg.num_iterations) == (0.0, 8, 1.0, 1)
+    assert clip_range(cfg) == (0.2, 0.2) and reward_scaling(cfg) == "group"
+    assert reward_scaling(Config(algorithm="dr_grpo")) == "none"  # the preset's, unless set
+    assert reward_scaling(Config(algorithm="dr_grpo", scale_rewards="group")) == "group"
+    assert clip_range(Config(algorithm="dapo")) == (0.2, 0.28)
+    assert clip_range(Config(algorithm="gspo")) == (3e-4, 4e-4)
+    assert clip_range(Config(algorithm="gspo", epsilon=0.01)) == (0.01, 0.01)
+
+
+def test_intervals_must_be_positive():
+    with pytest.raises(ConfigError, match="eval_interval: must be >= 1"):
+        config_from_dict({"eval_interval": 0})
 
 
 def test_unknown_key_names_file_line_and_nearest(tmp_path):

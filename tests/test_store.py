@@ -378,3 +378,35 @@ def test_omitted_optional_fields_take_the_schema_defaults(db, run_id):
                                                     "completion": "x"}])
     row = trajectories.get_trajectory(db, tid)
     assert (row["group_idx"], row["sample_idx"], row["truncated"], row["reward"]) == (0, 0, 0, None)
+
+
+def test_unmark_pausing_and_fail_claimed(db, run_id):
+    runs.set_status(db, run_id, "running")
+    commands.enqueue(db, run_id, "pause")
+    runs.mark_pausing(db, run_id)
+    claimed = commands.claim_next(db, run_id)
+    runs.unmark_pausing(db, run_id)  # the pause is no longer pending (a resume followed it)
+    assert runs.get_run(db, run_id)["status"] == "running"
+    assert commands.fail_claimed(db, run_id, "worker died") == 1
+    assert commands.get_command(db, claimed["id"])["status"] == "failed"
+
+
+def test_migration_from_v1_keeps_data_and_adds_eval_superseded(tmp_path):
+    p = tmp_path / "old.db"
+    raw = sqlite3.connect(p)
+    from store.schema import MIGRATIONS
+
+    for sql in MIGRATIONS[0][1]:  # a file made by schema v1
+        raw.execute(sql)
+    raw.execute("INSERT INTO schema_version VALUES (1, 1, 0)")
+    raw.execute("INSERT INTO runs (name, model, config, created, updated) VALUES ('old', 'm', '{}', 0, 0)")
+    raw.execute("INSERT INTO evals (run_id, step, tasks, mode, metrics, created) VALUES (1, 5, '{}', 'greedy', '{}', 0)")
+    raw.commit()
+    raw.close()
+    db = store.open_db(p)
+    assert store.db.schema_version(db) == 2
+    assert runs.get_run(db, 1)["name"] == "old"
+    assert [e["step"] for e in metrics.list_evals(db, 1)] == [5]
+    trajectories.mark_superseded(db, 1, after_step=4)
+    assert metrics.list_evals(db, 1) == []  # hidden, not deleted
+    assert db.execute("SELECT COUNT(*) FROM evals").fetchone()[0] == 1

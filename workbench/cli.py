@@ -16,6 +16,16 @@ def _demo_config_path() -> Path:
     return Path(str(resources.files("workbench").joinpath("data/demo.yaml")))
 
 
+def check_sources(cfg: Any) -> None:
+    """Load the config's tasks and verifier once, so bad files are reported before a run exists."""
+    from workbench.tasks import load_task_source
+    from workbench.verifiers import get_verifier
+
+    load_task_source(cfg.tasks, "train")
+    load_task_source(cfg.held_out_eval, "held_out")
+    get_verifier(cfg.reward)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     import store
     from workbench.config import load_config
@@ -30,6 +40,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             print("error: give a CONFIG file, or --resume RUN", file=sys.stderr)
             return 2
         cfg = load_config(args.config)
+        check_sources(cfg)  # a typo in tasks or reward fails here, not as a crashed run
         run_id = store.runs.create_run(db, name=cfg.name, model=cfg.model, config=cfg.to_dict())
     db.close()
     print(f"run {run_id} in {args.db} (watch it: workbench tui --db {args.db} --run {run_id})", flush=True)
@@ -43,18 +54,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from workbench.config import Config
+    from workbench.envs import env_for_config
     from workbench.eval import evaluate
     from workbench.models import load_policy
     from workbench.rollout.hf import HFEngine
     from workbench.tasks import load_task_source
-    from workbench.trainer import harness_from, make_env
 
     cfg = Config(model=args.model, adapter="lora")
     tasks = load_task_source(args.tasks, "held_out")
     if args.limit:
         tasks = tasks[: args.limit]
     policy = load_policy(cfg.model, adapter="lora", adapter_path=args.adapter)
-    result = evaluate(HFEngine(policy), policy.tokenizer, make_env(cfg, harness_from(cfg)), tasks,
+    result = evaluate(HFEngine(policy), policy.tokenizer, env_for_config(cfg), tasks,
                       max_new_tokens=args.max_new_tokens, samples=args.samples, temperature=args.temperature,
                       stop_token_ids=policy.eos_token_ids)
     if args.json:
@@ -249,10 +260,15 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from store import StoreError
     from workbench.config import ConfigError
+    from workbench.models import ModelNotFoundError
+    from workbench.rollout.vllm_engine import BackendUnavailable
+    from workbench.tasks import TaskFileError
+    from workbench.verifiers import VerifierError
 
     try:
         return args.fn(args)
-    except (ConfigError, StoreError) as exc:
+    except (ConfigError, StoreError, TaskFileError, VerifierError, ModelNotFoundError, BackendUnavailable,
+            FileNotFoundError) as exc:  # the user's input: say what is wrong, no traceback
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

@@ -58,9 +58,9 @@ class Config:
     # --- GRPO (TRL GRPOConfig names and defaults unless noted) ---
     learning_rate: float = 2e-5  # TRL's 1e-6 is for full fine-tuning; LoRA wants more
     beta: float = 0.0  # KL coefficient; 0 = no reference pass
-    epsilon: float = 0.2
-    epsilon_high: float | None = None  # None: = epsilon (dapo preset: 0.28)
-    scale_rewards: str = "group"  # group | batch | none
+    epsilon: float | None = None  # None: the algorithm's (0.2; gspo 3e-4)
+    epsilon_high: float | None = None  # None: = epsilon, or the algorithm's (dapo 0.28, gspo 4e-4)
+    scale_rewards: str | None = None  # group | batch | none; None: the algorithm's (group; dr_grpo none)
     leave_one_out: bool = False
     loss_type: str | None = None  # grpo | dapo | dr_grpo | bnpo; None: the algorithm's
     importance_sampling_level: str | None = None  # token | sequence; None: the algorithm's
@@ -93,7 +93,7 @@ class Config:
         choices = {
             "algorithm": ("grpo", "dapo", "dr_grpo", "gspo"),
             "adapter": ("lora", "full"),
-            "scale_rewards": ("group", "batch", "none"),
+            "scale_rewards": (None, "group", "batch", "none"),
             "loss_type": (None, "grpo", "dapo", "dr_grpo", "bnpo"),
             "importance_sampling_level": (None, "token", "sequence"),
             "env": ("single_turn", "multi_turn"),
@@ -105,7 +105,8 @@ class Config:
             if value not in allowed:
                 shown = [a for a in allowed if a is not None]
                 raise ConfigError(f"{key}: {value!r} is not one of {shown}")
-        for key in ("num_generations_per_prompt", "prompts_per_step", "max_completion_length", "num_iterations"):
+        for key in ("num_generations_per_prompt", "prompts_per_step", "max_completion_length", "num_iterations",
+                    "eval_interval", "sft_batch_size", "max_turns"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"{key}: must be >= 1, got {getattr(self, key)}")
         if self.num_generations_per_prompt < 2:

@@ -11,6 +11,8 @@ next step exactly (the model and optimizer come back from the checkpoint).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import random
 import time
@@ -26,7 +28,7 @@ import store
 from workbench import checkpoint as ckpt
 from workbench import grpo
 from workbench.config import Config
-from workbench.envs.harness import Harness
+from workbench.envs import env_for_config
 from workbench.eval import EvalResult, beats, evaluate
 from workbench.models import Policy, load_policy
 from workbench.prefix_logprobs import sequence_logprobs
@@ -53,14 +55,19 @@ class Scored:
     score: Score
 
 
-def make_env(cfg: Config, harness: Harness) -> Any:
-    if cfg.env == "multi_turn":
-        from workbench.envs.multi_turn import MultiTurnEnv
+def clip_range(cfg: Config) -> tuple[float, float]:
+    """(epsilon_low, epsilon_high): the config's where set, else the algorithm's preset."""
+    preset = grpo.ALGORITHMS[cfg.algorithm]
+    low = cfg.epsilon if cfg.epsilon is not None else preset.epsilon_low
+    if cfg.epsilon_high is not None:
+        return low, cfg.epsilon_high
+    if cfg.epsilon is not None:
+        return low, cfg.epsilon
+    return low, preset.epsilon_high if preset.epsilon_high is not None else low
 
-        return MultiTurnEnv(harness, max_turns=cfg.max_turns)
-    from workbench.envs.single_turn import SingleTurnEnv
 
-    return SingleTurnEnv(harness)
+def reward_scaling(cfg: Config) -> str:
+    return cfg.scale_rewards or grpo.ALGORITHMS[cfg.algorithm].scale_rewards
 
 
 def make_engine(cfg: Config, policy: Policy) -> Any:
@@ -73,18 +80,11 @@ def make_engine(cfg: Config, policy: Policy) -> Any:
     return vllm_engine.make(cfg, policy)
 
 
-def harness_from(cfg: Config) -> Harness:
-    h = Harness()
-    if cfg.harness.system_prompt is not None:
-        h.system_prompt = cfg.harness.system_prompt
-    h.include_example = cfg.harness.include_example
-    h.prefill = cfg.harness.prefill
-    return h
-
-
 def task_row(task: Task) -> dict[str, Any]:
+    # The content hash in the key keeps an edited tasks file from rewriting the tasks older runs point at.
+    digest = hashlib.sha256(json.dumps(task.to_dict(), sort_keys=True).encode()).hexdigest()[:10]
     return {
-        "key": f"{task.dataset}/{task.split}/{task.id}", "dataset": task.dataset, "split": task.split,
+        "key": f"{task.dataset}/{task.split}/{task.id}/{digest}", "dataset": task.dataset, "split": task.split,
         "prompt": task.prompt, "expected_tool": task.expected_tool, "expected_args": task.expected_args,
         "tools": task.tools, "extra": task.to_dict(),
     }
@@ -114,8 +114,8 @@ class Trainer:
         self.hooks = hooks or Hooks()
         self.log = log
         self.preset = grpo.ALGORITHMS[cfg.algorithm]
-        self.harness = harness_from(cfg)
-        self.env = make_env(cfg, self.harness)
+        self.env = env_for_config(cfg)
+        self.harness = self.env.harness
         self.train_tasks = load_task_source(cfg.tasks, "train")
         self.eval_tasks = load_task_source(cfg.held_out_eval, "held_out")
         if cfg.eval_max_tasks is not None:
@@ -138,7 +138,9 @@ class Trainer:
         self.temperature = cfg.temperature
         self.step = 0  # GRPO steps completed
         self.sft_done = cfg.sft_steps == 0
-        self.run_dir = Path(cfg.output_dir).resolve() / f"run-{run_id}"
+        # The run's creation time in the folder name: run 1 of another database never shares it.
+        created = int(store.runs.get_run(db, run_id)["created"])
+        self.run_dir = Path(cfg.output_dir).resolve() / f"run-{run_id}-{created}"
 
     # ----- verifier -------------------------------------------------------------------------------------
     def _load_verifier(self) -> tuple[Verifier, int]:
@@ -169,15 +171,18 @@ class Trainer:
             if not self.sft_done:
                 return
         while self.step < self.cfg.max_steps and not self.hooks.should_stop(self):
-            self.train_step()
-            if self.step % self.cfg.checkpoint_every == 0 or self.step == self.cfg.max_steps:
-                ck = self.save_checkpoint("final" if self.step == self.cfg.max_steps else "periodic")
-                if self.step % self.cfg.eval_interval == 0 or self.step == self.cfg.max_steps:
+            if self.train_step() is None:  # stopped mid-step: its rows are superseded on resume
+                return
+            last = self.step == self.cfg.max_steps
+            eval_due = self.step % self.cfg.eval_interval == 0 or last
+            if eval_due or self.step % self.cfg.checkpoint_every == 0:
+                ck = self.save_checkpoint("final" if last else "periodic")  # every eval has its checkpoint
+                if eval_due:
                     self.run_eval(checkpoint_id=ck)
 
     def run_sft_phase(self) -> None:
         self.log(f"SFT warm-up: {self.cfg.sft_steps} steps")
-        examples = sft_examples(self.train_tasks, self.harness.messages)
+        examples = sft_examples(self.train_tasks, lambda t: self.env.start(t).messages)
 
         def on_step(i: int, loss: float) -> bool:
             store.runs.add_event(self.db, self.run_id, "sft_step", f"SFT step {i + 1}: loss {loss:.4f}",
@@ -203,7 +208,8 @@ class Trainer:
     def score(self, rollout: Rollout) -> Score:
         return self.verifier.score(rollout.output, rollout.task, timeout_s=self.cfg.verifier_timeout_s)
 
-    def train_step(self) -> dict[str, Any]:
+    def train_step(self) -> dict[str, Any] | None:
+        """One GRPO step; None when a stop was requested part-way (nothing updated, rows to supersede)."""
         step = self.step + 1
         t0 = time.perf_counter()
         sampling = Sampling(self.cfg.max_completion_length, self.temperature, self.cfg.top_p)
@@ -215,10 +221,14 @@ class Trainer:
             )
             groups.append([Scored(r, self.score(r)) for r in rollouts])
             self.hooks.safe_point(self, "after_group")
+            if self.hooks.should_stop(self):
+                return None
         rollout_s = time.perf_counter() - t0
         advantages, group_metrics, keep = self._advantages(groups)
         self._store_step(step, groups, advantages)
         self.hooks.safe_point(self, "before_update")
+        if self.hooks.should_stop(self):
+            return None
         t1 = time.perf_counter()
         update_metrics = self._update(groups, advantages, keep)
         update_s = time.perf_counter() - t1
@@ -256,9 +266,10 @@ class Trainer:
                 r = torch.tensor([grp[i].score.total for i in idx], dtype=torch.float64)
                 # Groups differ in size when a verifier errored, so "batch" scaling is applied here, over
                 # the whole step's valid rewards, rather than inside one group's call.
-                scale = "none" if self.cfg.scale_rewards == "batch" else self.cfg.scale_rewards
+                scaling = reward_scaling(self.cfg)
+                scale = "none" if scaling == "batch" else scaling
                 a = grpo.group_advantages(r, len(idx), scale_rewards=scale, leave_one_out=self.cfg.leave_one_out)
-                if self.cfg.scale_rewards == "batch":
+                if scaling == "batch":
                     a = a / (batch_std + 1e-4)
                 for i, v in zip(idx, a.tolist(), strict=True):
                     adv[i] = v
@@ -328,9 +339,7 @@ class Trainer:
             return {"loss": 0.0, "update_skipped": 1.0}
         loss_type = self.cfg.loss_type or self.preset.loss_type
         level = self.cfg.importance_sampling_level or self.preset.importance_sampling_level
-        eps_high = self.cfg.epsilon_high if self.cfg.epsilon_high is not None else (
-            self.preset.epsilon_high if self.cfg.algorithm != "grpo" else self.cfg.epsilon)
-        eps_low = self.cfg.epsilon if self.cfg.algorithm != "gspo" else self.preset.epsilon_low
+        eps_low, eps_high = clip_range(self.cfg)
         model = self.policy.model
         pad = self.policy.tokenizer.pad_token_id or 0
         temp = self.temperature if self.temperature > 0 else 1.0
@@ -344,6 +353,7 @@ class Trainer:
 
         old: list[torch.Tensor | None] = [None] * len(chunks)
         ref: list[torch.Tensor | None] = [None] * len(chunks)
+        model.train()  # old log-probs in the update's own mode (LoRA dropout), so the first ratio is 1
         with torch.no_grad():
             for j, ch in enumerate(chunks):
                 if self.cfg.num_iterations > 1:
@@ -416,9 +426,10 @@ class Trainer:
         )
 
     def _store_eval_rollouts(self, result: EvalResult, eval_id: int, checkpoint_id: int | None) -> None:
+        n = max(1, len(result.rollouts) // max(1, len(self.eval_tasks)))  # samples per task
         rows = [
-            self._trajectory_row(Scored(r, self.score(r)), step=self.step, split="held_out", group_idx=i, sample_idx=0,
-                                 eval_id=eval_id, checkpoint_id=checkpoint_id)
+            self._trajectory_row(Scored(r, self.score(r)), step=self.step, split="held_out", group_idx=i // n,
+                                 sample_idx=i % n, eval_id=eval_id, checkpoint_id=checkpoint_id)
             for i, r in enumerate(result.rollouts)
         ]
         store.trajectories.insert_trajectories(self.db, rows)
@@ -452,6 +463,7 @@ class Trainer:
         n = store.trajectories.mark_superseded(self.db, self.run_id, after_step=self.step)
         store.runs.add_event(self.db, self.run_id, "resume", f"resumed from step {self.step} ({n} rows superseded)",
                              {"checkpoint_id": last["id"], "superseded": n})
-        if not any(e["checkpoint_id"] == last["id"] for e in store.metrics.list_evals(self.db, self.run_id)):
-            self.run_eval(checkpoint_id=last["id"])  # killed between checkpoint and its eval
+        scheduled = last["kind"] in ("sft", "final") or self.step % self.cfg.eval_interval == 0
+        if scheduled and not any(e["checkpoint_id"] == last["id"] for e in store.metrics.list_evals(self.db, self.run_id)):
+            self.run_eval(checkpoint_id=last["id"])  # killed between a checkpoint and its scheduled eval
         return self.step

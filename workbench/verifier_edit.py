@@ -14,7 +14,7 @@ import sqlite_utils
 
 import store
 from workbench.config import config_from_dict
-from workbench.trainer import harness_from, make_env
+from workbench.envs import env_for_config
 from workbench.types import Output, Task
 from workbench.verifiers import VerifierCompileError, VerifierError, load_verifier_code
 
@@ -75,7 +75,7 @@ def dry_run(
     verifier = load_verifier_code(code, name)
     run = store.runs.get_run(db, run_id)
     cfg = config_from_dict(run["config"], f"run {run_id} config")
-    env = make_env(cfg, harness_from(cfg))
+    env = env_for_config(cfg)
     rows = store.trajectories.last_trajectories(db, run_id, n)
     verdicts = store.labels.verdicts(db, [r["id"] for r in rows])
     tasks: dict[int, Task] = {}

@@ -27,6 +27,7 @@ from workbench.config import config_from_dict
 from workbench.trainer import Hooks, Scored, Trainer
 
 POLL_S = 0.25  # paused: how often the command table is read (one indexed query)
+STEP_BOUNDARIES = ("after_step", "sft_step")  # safe points between steps (no step half-scored)
 HEARTBEAT_S = 1.0
 
 
@@ -40,6 +41,7 @@ class WorkerHooks(Hooks):
         self.paused = False
         self.stop_requested = False
         self.pending_verifier: int | None = None
+        self.where = "starting"
         self.lock_lost = threading.Event()
 
     def should_stop(self, trainer: Trainer) -> bool:
@@ -48,6 +50,7 @@ class WorkerHooks(Hooks):
     def safe_point(self, trainer: Trainer, where: str) -> None:
         if self.lock_lost.is_set():
             raise LockLost(f"run {self.run_id}: another worker took the lock; this one stops")
+        self.where = where
         self._drain(trainer, where)
         if self.paused:
             store.runs.set_status(self.db, self.run_id, "paused", f"paused at {where} of step {trainer.step + 1}")
@@ -55,10 +58,13 @@ class WorkerHooks(Hooks):
                 time.sleep(POLL_S)
                 if self.lock_lost.is_set():
                     raise LockLost(f"run {self.run_id}: another worker took the lock")
-                self._drain(trainer, "paused")
+                self._drain(trainer, where)
             if not self.stop_requested:
                 store.runs.set_status(self.db, self.run_id, "running", "resumed")
-        if self.pending_verifier is not None and where in ("after_step", "paused"):
+        else:  # a pause and a resume both seen at this safe point: undo the heartbeat's "pausing"
+            store.runs.unmark_pausing(self.db, self.run_id)
+        # One step, one verifier version: a new one starts at a step boundary.
+        if self.pending_verifier is not None and where in STEP_BOUNDARIES:
             self._apply_verifier(trainer)
 
     def _drain(self, trainer: Trainer, where: str) -> None:
@@ -77,13 +83,14 @@ class WorkerHooks(Hooks):
             was = self.paused
             self.paused = False
             return {"resumed": was}
-        if kind == "stop":
+        if kind == "stop":  # the worker checkpoints the last completed step on its way out
             store.runs.set_status(self.db, self.run_id, "stopping", "stop requested")
-            ck = trainer.save_checkpoint("requested")
             self.stop_requested = True
             self.paused = False
-            return {"checkpoint_id": ck, "step": trainer.step}
+            return {"step": trainer.step, "note": "stops after checkpointing the last completed step"}
         if kind == "checkpoint":
+            if not trainer.sft_done:
+                raise ValueError("no checkpoint during the SFT warm-up; the first one is written when it ends")
             return {"checkpoint_id": trainer.save_checkpoint("requested"), "step": trainer.step}
         if kind == "eval":
             return {"metrics": trainer.run_eval()}
@@ -95,7 +102,7 @@ class WorkerHooks(Hooks):
             if not (row.get("dry_run") or {}).get("ok"):
                 raise ValueError(f"verifier {vid} has no successful dry run; dry-run it before applying")
             self.pending_verifier = vid
-            if self.paused or where == "after_step":
+            if where in STEP_BOUNDARIES:
                 return {"verifier_id": self._apply_verifier(trainer), "applied": True}
             return {"verifier_id": vid, "applied": False, "note": "takes effect after the current step"}
         if kind == "set_lr":
@@ -165,6 +172,7 @@ def run_worker(db_path: str | Path, run_id: int, *, policy: Any = None, log: Any
     status = "crashed"
     try:
         store.runs.set_status(db, run_id, "starting", f"worker pid {os.getpid()} loading the model")
+        store.commands.fail_claimed(db, run_id, "the worker that claimed it died before answering")
         cfg = config_from_dict(store.runs.get_run(db, run_id)["config"], f"run {run_id} config")
         trainer = Trainer(cfg, db, run_id, hooks=hooks, policy=policy, log=log or (lambda m: None))
         resumed = trainer.resume()

@@ -21,7 +21,15 @@ def make_env(name: str, harness: Harness | None = None, **kwargs: Any) -> Single
     return ENVS[name](harness, **kwargs)
 
 
+def env_for_config(cfg: Any) -> SingleTurnEnv | MultiTurnEnv:
+    """The environment a run config (workbench.config.Config) asks for, with its harness."""
+    from workbench.envs.harness import harness_from_config
+
+    kw = {"max_turns": cfg.max_turns} if cfg.env == "multi_turn" else {}
+    return make_env(cfg.env, harness_from_config(cfg.harness), **kw)
+
+
 __all__ = [
-    "ENVS", "Harness", "MultiTurnEnv", "SingleTurnEnv", "World", "builtin_multi_turn_tasks", "make_env",
+    "ENVS", "env_for_config", "Harness", "MultiTurnEnv", "SingleTurnEnv", "World", "builtin_multi_turn_tasks", "make_env",
     "parse_tool_call",
 ]

@@ -98,3 +98,12 @@ class Harness:
             msgs.append({"role": "assistant", "content": self.example_assistant})
         msgs.append({"role": "user", "content": task.prompt})
         return msgs
+
+
+def harness_from_config(cfg: Any) -> Harness:
+    """The run config's `harness:` section (workbench.config.HarnessConfig) over the defaults."""
+    h = Harness()
+    overrides = {"include_example": cfg.include_example, "prefill": cfg.prefill}
+    if cfg.system_prompt is not None:
+        overrides["system_prompt"] = cfg.system_prompt
+    return Harness.from_dict({**h.to_dict(), **overrides})

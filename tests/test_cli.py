@@ -1,0 +1,46 @@
+"""The command line on bad input: a clear error naming file and line, exit 2, and no run left behind."""
+
+import json
+
+import store
+from workbench.cli import main
+
+
+def test_unknown_config_key_is_reported_and_no_run_created(tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("model: smollm2-135m\nlearning_rat: 1e-5\n")
+    db = tmp_path / "wb.db"
+    assert main(["train", str(cfg), "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert "c.yaml:2: unknown key 'learning_rat'; did you mean 'learning_rate'" in err
+    assert store.runs.list_runs(store.open_db(db)) == []
+
+
+def test_bad_tasks_file_is_reported_before_a_run_exists(tmp_path, capsys):
+    tasks = tmp_path / "t.jsonl"
+    good = {"prompt": "Weather in Oslo?", "expected_tool": "weather.get", "expected_args": {"city": "Oslo", "day": "Monday"}}
+    tasks.write_text(json.dumps(good) + "\n" + '{"prompt": "x", "expected_tool": 3}\n')
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"tasks: {tasks}\n")
+    db = tmp_path / "wb.db"
+    assert main(["train", str(cfg), "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert "t.jsonl:2" in err and "expected_tool" in err
+    assert store.runs.list_runs(store.open_db(db)) == []
+
+
+def test_init_writes_a_starter_project_that_loads(tmp_path, capsys):
+    d = tmp_path / "proj"
+    assert main(["init", str(d)]) == 0
+    assert {p.name for p in d.iterdir()} == {"tasks.jsonl", "held_out.jsonl", "verifier.py", "config.yaml"}
+    import os
+
+    from workbench.cli import check_sources
+    from workbench.config import load_config
+
+    cwd = os.getcwd()
+    os.chdir(d)  # the starter config's paths are relative to its folder
+    try:
+        check_sources(load_config("config.yaml"))
+    finally:
+        os.chdir(cwd)
