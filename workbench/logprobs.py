@@ -60,16 +60,29 @@ def completion_logprobs(
         logits_to_keep=t_width + 1,
     )
     logits = out.logits[:, :-1, :]  # position j predicts completion token j: [N, T, V]
+    return token_logprobs([logits[r] for r in range(rows)], ids[:, p_width:], mask, temperature, return_entropy)
+
+
+def token_logprobs(
+    row_logits: list[torch.Tensor],
+    targets: torch.Tensor,
+    mask: torch.Tensor,
+    temperature: float,
+    return_entropy: bool = False,
+) -> tuple[torch.Tensor, ...]:
+    """Log-probs of `targets` [N, T] under each row's logits [T, V] at `temperature` (0 counts as 1), one
+    row at a time so the temporaries are [T, V], not [N, T, V]. Entropy (no grad) as -E_p[log p], which
+    stays exact when fp32 softmax does not sum to 1 (lse - E_p[x] was off by 6e-4 at logits ~37)."""
     scale = temperature if temperature > 0 else 1.0
-    targets = ids[:, p_width:]
     logps, entropies = [], []
-    for r in range(rows):  # one row at a time: the temporaries are [T, V], not [N, T, V]
-        row = logits[r].float() / scale
+    for r, logits in enumerate(row_logits):
+        row = logits.float() / scale
         lse = torch.logsumexp(row, -1)
         logps.append(row.gather(-1, targets[r][:, None]).squeeze(-1) - lse)
         if return_entropy:
-            probs = torch.softmax(row, -1)
-            entropies.append(-(probs * (row - lse[..., None])).sum(-1))  # -E_p[log p], robust to fp32 sum(p) != 1
+            with torch.no_grad():
+                probs = torch.softmax(row, -1)
+                entropies.append(-(probs * (row - lse[..., None])).sum(-1))
     logp = torch.stack(logps) * mask
     if return_entropy:
         return logp, mask, torch.stack(entropies) * mask

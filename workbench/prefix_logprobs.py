@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from workbench.logprobs import completion_logprobs, token_logprobs
 from workbench.rollout.hf import _base_forward_params, _cache_of
 from workbench.rollout.prompt import common_prefix_len
 
@@ -73,20 +74,7 @@ def shared_prefix_logprobs(
                      **{cache_kw: cache})
     combined = torch.cat([first.logits[:, -1:, :].expand(n, 1, -1), rest_out.logits], dim=1)
     src = src.clamp(max=combined.shape[1] - 1)  # padded positions point anywhere valid; masked below
-    scale = temperature if temperature > 0 else 1.0
-    logps, entropies = [], []
-    for r in range(n):  # one row at a time: temporaries are [T, V], not [N, T, V]
-        row = combined[r, src[r]].float() / scale
-        lse = torch.logsumexp(row, -1)
-        logps.append(row.gather(-1, targets[r][:, None]).squeeze(-1) - lse)
-        if return_entropy:
-            with torch.no_grad():
-                probs = torch.softmax(row, -1)
-                entropies.append(-(probs * (row - lse[..., None])).sum(-1))  # robust to fp32 sum(p) != 1
-    logp = torch.stack(logps) * mask
-    if return_entropy:
-        return logp, mask, torch.stack(entropies) * mask
-    return logp, mask
+    return token_logprobs([combined[r, src[r]] for r in range(n)], targets, mask, temperature, return_entropy)
 
 
 def sequence_logprobs(
@@ -98,7 +86,5 @@ def sequence_logprobs(
 ) -> tuple[torch.Tensor, ...]:
     """`shared_prefix_logprobs` when the prompts share a prefix (always, with one harness), else the
     packed `completion_logprobs`."""
-    from workbench.logprobs import completion_logprobs
-
     fn = shared_prefix_logprobs if common_prefix_len(prompt_ids_list) > 0 else completion_logprobs
     return fn(model, prompt_ids_list, completion_ids_list, temperature, **kw)
