@@ -3,7 +3,7 @@ import importlib.util
 import pytest
 
 from workbench.config import Config
-from workbench.rollout.vllm_engine import BackendUnavailable, make
+from workbench.rollout.vllm import BackendUnavailable, make
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed here")

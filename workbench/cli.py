@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     from store import StoreError
     from workbench.config import ConfigError
     from workbench.models import ModelNotFoundError
-    from workbench.rollout.vllm_engine import BackendUnavailable
+    from workbench.rollout.vllm import BackendUnavailable
     from workbench.tasks import TaskFileError
     from workbench.verifiers import VerifierError
 

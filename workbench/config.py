@@ -84,7 +84,10 @@ class Config:
     checkpoint_interval: int | None = None  # None: = eval_interval
     verifier_timeout_s: float = 5.0
     rollout: str = "hf"  # hf | vllm | vllm_server
-    vllm_url: str | None = None
+    vllm_url: str | None = None  # vllm_server: the OpenAI-compatible server's base URL
+    vllm_sync: str = "weights"  # vllm: how an update reaches the engine: weights (merged, in place) | lora
+    vllm_kv_cache_gb: float = 1.0  # vllm on CPU: KV cache size (its default takes most of the RAM)
+    vllm_is_cap: float = 2.0  # truncated importance sampling: cap on the trainer/engine probability ratio
     dtype: str = "float32"  # float32 | bfloat16
     seed: int = 0
     output_dir: str = "runs"  # checkpoints go to <output_dir>/<run id>/
@@ -98,6 +101,7 @@ class Config:
             "importance_sampling_level": (None, "token", "sequence"),
             "env": ("single_turn", "multi_turn"),
             "rollout": ("hf", "vllm", "vllm_server"),
+            "vllm_sync": ("weights", "lora"),
             "dtype": ("float32", "bfloat16"),
         }
         for key, allowed in choices.items():

@@ -65,27 +65,30 @@ def build_tiny_tokenizer(vocab_size: int = 512):
 
 
 def tiny_model_dir(
-    tmp_path: str | os.PathLike[str], vocab: int = 512, seed: int = 0, initializer_range: float = 0.2
+    tmp_path: str | os.PathLike[str], vocab: int = 512, seed: int = 0, initializer_range: float = 0.2,
+    hidden_size: int = 32, num_heads: int = 4,
 ) -> Path:
     """Write a tiny random LlamaForCausalLM (hidden 32, 2 layers, 4 heads, GQA 2 kv heads) + tokenizer.
 
     Returns the folder, loadable by `load_policy`/`from_pretrained`. `initializer_range` is larger than
     Llama's 0.02 so next-token distributions are not near-uniform (greedy ties would make tests flaky).
+    vLLM's attention kernels need a head size of 32 or more: hidden_size=128, num_heads=2 for those tests.
     """
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-    out = Path(tmp_path) / f"tiny-llama-v{vocab}-s{seed}"
+    shape = "" if (hidden_size, num_heads) == (32, 4) else f"-h{hidden_size}x{num_heads}"
+    out = Path(tmp_path) / f"tiny-llama-v{vocab}-s{seed}{shape}"
     if (out / "config.json").is_file():
         return out
     tokenizer = build_tiny_tokenizer(vocab)
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
     config = LlamaConfig(
         vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
         num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        num_attention_heads=num_heads,
+        num_key_value_heads=max(1, num_heads // 2),
         max_position_embeddings=512,
         rope_theta=10000.0,
         tie_word_embeddings=True,

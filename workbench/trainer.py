@@ -70,14 +70,32 @@ def reward_scaling(cfg: Config) -> str:
     return cfg.scale_rewards or grpo.ALGORITHMS[cfg.algorithm].scale_rewards
 
 
-def make_engine(cfg: Config, policy: Policy) -> Any:
+def make_engine(cfg: Config, policy: Policy, work_dir: Path | None = None) -> Any:
     if cfg.rollout == "hf":
         from workbench.rollout.hf import HFEngine
 
         return HFEngine(policy)
-    from workbench.rollout import vllm_engine  # optional extra; fails with a message naming it
+    from workbench.rollout import vllm  # optional extra, imported lazily; fails with a message naming it
 
-    return vllm_engine.make(cfg, policy)
+    return vllm.make(cfg, policy, work_dir=work_dir)
+
+
+def truncated_is_weights(trainer_logps: torch.Tensor, sampling_logps: torch.Tensor, mask: torch.Tensor,
+                         cap: float) -> tuple[torch.Tensor, dict[str, float]]:
+    """Truncated importance sampling for an engine that is not the trainer (vLLM), as TRL does.
+
+    The engine sampled from p_engine, the loss is for p_trainer: weight each token by
+    min(p_trainer / p_engine, cap). Also returns the mismatch as metrics: `mismatch_kl`, the k3 estimate
+    of KL(p_engine || p_trainer) over the sampled tokens (r - 1 - log r), the ratio's mean and the share cut."""
+    log_r = (trainer_logps - sampling_logps) * mask
+    ratio = log_r.exp()
+    n = mask.sum().clamp(min=1.0)
+    metrics = {
+        "mismatch_kl": float(((ratio - 1 - log_r) * mask).sum() / n),
+        "is_ratio/mean": float((ratio * mask).sum() / n),
+        "is_ratio/clipped_frac": float(((ratio > cap) & (mask > 0)).sum() / n),
+    }
+    return ratio.clamp(max=cap) * mask, metrics
 
 
 def task_row(task: Task) -> dict[str, Any]:
@@ -90,10 +108,21 @@ def task_row(task: Task) -> dict[str, Any]:
     }
 
 
-def _chunks(items: list[tuple[list[int], list[int], float]], size: int) -> list[list[tuple[list[int], list[int], float]]]:
+Item = tuple[list[int], list[int], float, list[float]]  # prompt ids, completion ids, advantage, sampling logps
+
+
+def _chunks(items: list[Item], size: int) -> list[list[Item]]:
     """Micro-batches for the update, in step order: a group's samples sit together, and every prompt of a
     step starts with the same harness, so each micro-batch's common prefix runs once."""
     return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _padded(rows: list[list[float]], like: torch.Tensor) -> torch.Tensor:
+    """Per-token values right-padded with 0 to `like`'s [N, T] (the completion layout of the log-prob pass)."""
+    out = torch.zeros_like(like, dtype=like.dtype)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = torch.tensor(r[: like.shape[1]], dtype=like.dtype)
+    return out
 
 
 class Trainer:
@@ -130,7 +159,12 @@ class Trainer:
             cfg.model, adapter=cfg.adapter, lora_r=cfg.lora.r, lora_alpha=cfg.lora.alpha,
             lora_dropout=cfg.lora.dropout, target_modules=cfg.lora.target_modules, dtype=cfg.dtype, seed=cfg.seed,
         )
-        self.engine = make_engine(cfg, self.policy)
+        # The run's creation time in the folder name: run 1 of another database never shares it.
+        created = int(store.runs.get_run(db, run_id)["created"])
+        self.run_dir = Path(cfg.output_dir).resolve() / f"run-{run_id}-{created}"
+        self.engine = make_engine(cfg, self.policy, work_dir=self.run_dir / "engine")
+        # Another engine's sampling log-probs differ from ours (kernels, dtype): correct for it in the loss.
+        self.is_correction = cfg.rollout != "hf"
         self.optimizer = torch.optim.AdamW(
             self.policy.trainable_parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay
         )
@@ -138,9 +172,6 @@ class Trainer:
         self.temperature = cfg.temperature
         self.step = 0  # GRPO steps completed
         self.sft_done = cfg.sft_steps == 0
-        # The run's creation time in the folder name: run 1 of another database never shares it.
-        created = int(store.runs.get_run(db, run_id)["created"])
-        self.run_dir = Path(cfg.output_dir).resolve() / f"run-{run_id}-{created}"
 
     # ----- verifier -------------------------------------------------------------------------------------
     def _load_verifier(self) -> tuple[Verifier, int]:
@@ -193,6 +224,7 @@ class Trainer:
         losses = run_sft(self.policy, examples, self.cfg.sft_steps, lr=self.cfg.sft_learning_rate,
                          batch_size=self.cfg.sft_batch_size, seed=self.cfg.seed, prefill=self.harness.prefill,
                          on_step=on_step)
+        self.engine.update_weights(self.policy)  # a separate engine (vLLM) must see the warmed-up weights
         if len(losses) < self.cfg.sft_steps:  # stopped part-way: a resume redoes the warm-up
             return
         self.sft_done = True
@@ -325,7 +357,7 @@ class Trainer:
     def _update(self, groups: list[list[Scored]], advantages: list[list[float | None]], keep: list[bool],
                 micro_batch: int = 16) -> dict[str, float]:
         """num_iterations optimizer steps on the kept groups' segments, micro-batched, exactly normalised."""
-        items: list[tuple[list[int], list[int], float]] = []
+        items: list[Item] = []
         for grp, adv, k in zip(groups, advantages, keep, strict=True):
             if not k:
                 continue
@@ -333,7 +365,7 @@ class Trainer:
                 if a is None:
                     continue
                 for seg in s.rollout.segments:
-                    items.append((seg.prompt_ids, seg.completion.token_ids, a))
+                    items.append((seg.prompt_ids, seg.completion.token_ids, a, seg.completion.logprobs))
         items = [it for it in items if it[1]]  # an empty completion has no token to train
         if not items:
             return {"loss": 0.0, "update_skipped": 1.0}
@@ -344,11 +376,11 @@ class Trainer:
         pad = self.policy.tokenizer.pad_token_id or 0
         temp = self.temperature if self.temperature > 0 else 1.0
         chunks = _chunks(items, micro_batch)
-        total_tokens = sum(len(c) for _, c, _ in items)
+        total_tokens = sum(len(it[1]) for it in items)
         n_items = len(items)
 
-        def logprobs(m: Any, ch: list[tuple[list[int], list[int], float]], entropy: bool = False) -> tuple:
-            prompts, comps = [p for p, _, _ in ch], [c for _, c, _ in ch]
+        def logprobs(m: Any, ch: list[Item], entropy: bool = False) -> tuple:
+            prompts, comps = [it[0] for it in ch], [it[1] for it in ch]
             return sequence_logprobs(m, prompts, comps, temp, pad_token_id=pad, return_entropy=entropy)
 
         old: list[torch.Tensor | None] = [None] * len(chunks)
@@ -370,13 +402,19 @@ class Trainer:
             self.optimizer.zero_grad(set_to_none=True)
             for j, ch in enumerate(chunks):
                 logps, mask, ent = logprobs(model, ch, entropy=True)
-                adv = torch.tensor([a for _, _, a in ch], dtype=logps.dtype)
+                adv = torch.tensor([it[2] for it in ch], dtype=logps.dtype)
                 old_j = old[j] if old[j] is not None else logps.detach()
+                is_w = None
+                if self.is_correction:
+                    is_w, is_m = truncated_is_weights(old_j, _padded([it[3] for it in ch], logps), mask.to(logps.dtype),
+                                                      self.cfg.vllm_is_cap)
+                    for k, v in is_m.items():
+                        sums[k] = sums.get(k, 0.0) + v * float(mask.sum()) / total_tokens
                 loss, m = grpo.policy_loss(
                     logps, old_j, adv, mask.to(logps.dtype), loss_type=loss_type, importance_sampling_level=level,
                     epsilon_low=eps_low, epsilon_high=eps_high, beta=self.cfg.beta, ref_logps=ref[j],
                     max_completion_length=self.cfg.max_completion_length, entropies=ent.detach(),
-                    num_items_in_batch=total_tokens if loss_type == "dapo" else None,
+                    num_items_in_batch=total_tokens if loss_type == "dapo" else None, sampling_is_weights=is_w,
                 )
                 chunk_tokens = float(mask.sum())
                 # Chunks sum to the whole batch's loss: each normaliser is linear in its chunk.
@@ -460,6 +498,7 @@ class Trainer:
         state = ckpt.load(Path(last["path"]), policy=self.policy, optimizer=self.optimizer, scheduler=None)
         self.step, self.lr, self.temperature = state["step"], state["lr"], state["temperature"]
         self.sft_done = state["sft_done"]
+        self.engine.update_weights(self.policy)
         n = store.trajectories.mark_superseded(self.db, self.run_id, after_step=self.step)
         store.runs.add_event(self.db, self.run_id, "resume", f"resumed from step {self.step} ({n} rows superseded)",
                              {"checkpoint_id": last["id"], "superseded": n})
