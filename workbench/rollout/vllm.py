@@ -89,7 +89,7 @@ class VLLMEngine:
 
     def __init__(self, policy: Any, *, model_dir: Path, dtype: str = "float32", seed: int = 0,
                  sync: str = "weights", max_lora_rank: int = 16, kv_cache_gb: float = 1.0,
-                 max_model_len: int = 2048, adapter_dir: Path | None = None, enforce_eager: bool = False) -> None:
+                 max_model_len: int | None = None, adapter_dir: Path | None = None, enforce_eager: bool = False) -> None:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process: weights load in place
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, round(kv_cache_gb))))
         import torch
@@ -99,7 +99,9 @@ class VLLMEngine:
         self.sync = sync if getattr(policy, "adapter", "full") == "lora" else "weights"
         rank = next((r for r in (8, 16, 32, 64, 128, 256, 320, 512) if r >= max_lora_rank), max_lora_rank)  # vLLM's
         kw: dict[str, Any] = {"enable_lora": True, "max_lora_rank": rank} if self.sync == "lora" else {}
-        self.llm = LLM(model=str(model_dir), dtype=dtype, seed=seed, max_model_len=max_model_len,
+        if max_model_len is not None:
+            kw["max_model_len"] = max_model_len  # else the model's own context length
+        self.llm = LLM(model=str(model_dir), dtype=dtype, seed=seed,
                        logprobs_mode="processed_logprobs", enable_prefix_caching=True,
                        enforce_eager=enforce_eager, **kw)
         torch.set_num_threads(threads)
