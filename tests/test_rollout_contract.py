@@ -8,6 +8,13 @@ an update of the adapter reaches the engine. The vLLM half runs for real with `m
 from __future__ import annotations
 
 import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,9 +34,10 @@ ENGINES = [
     "hf",
     pytest.param("vllm-weights", marks=[pytest.mark.vllm, pytest.mark.skipif(not HAS_VLLM, reason=NO_VLLM)]),
     pytest.param("vllm-lora", marks=[pytest.mark.vllm, pytest.mark.skipif(not HAS_VLLM, reason=NO_VLLM)]),
+    pytest.param("vllm-server", marks=[pytest.mark.vllm, pytest.mark.skipif(not HAS_VLLM, reason=NO_VLLM)]),
 ]
 # The engine's log-probs vs the trainer's: HF is the same code (float32 round-off); vLLM has its own kernels.
-TOLERANCE = {"hf": 1e-4, "vllm-weights": 2e-2, "vllm-lora": 2e-2}
+TOLERANCE = {"hf": 1e-4, "vllm-weights": 2e-2, "vllm-lora": 2e-2, "vllm-server": 2e-2}
 
 MESSAGES = [
     [{"role": "user", "content": "Schedule a meeting with Alex"}],
@@ -48,8 +56,14 @@ def setup(request: pytest.FixtureRequest, model_dir: Path) -> Iterator[tuple[str
     policy = load_policy(model_dir, adapter="lora", lora_r=4, lora_alpha=8, seed=0)
     perturb_lora(policy, scale=0.3, seed=7)
     name = request.param
+    server = None
     if name == "hf":
         engine: RolloutEngine = HFEngine(policy)
+    elif name == "vllm-server":  # a real `vllm serve` on the loopback, as a user would start one
+        server, url = _start_server(model_dir)
+        from workbench.rollout.vllm import VLLMServerEngine
+
+        engine = VLLMServerEngine(url, policy)
     else:
         from workbench.rollout.vllm import VLLMEngine
 
@@ -57,6 +71,33 @@ def setup(request: pytest.FixtureRequest, model_dir: Path) -> Iterator[tuple[str
                             max_model_len=512, enforce_eager=True)
     yield name, policy, engine
     engine.close()
+    if server is not None:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+def _start_server(model_dir: Path) -> tuple[subprocess.Popen, str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir), "--host",
+           "127.0.0.1", "--port", str(port), "--enable-lora", "--max-lora-rank", "8", "--enforce-eager",
+           "--logprobs-mode", "processed_logprobs", "--dtype", "float32", "--seed", "0"]
+    log = open(Path(tempfile.gettempdir()) / f"wb-vllm-server-{port}.log", "w")  # noqa: SIM115 (lives with the server)
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"vllm server exited {proc.returncode}; see {log.name}")
+        try:
+            urllib.request.urlopen(url + "/v1/models", timeout=2).read()
+            return proc, url
+        except OSError:
+            time.sleep(2)
+    proc.terminate()
+    raise RuntimeError(f"vllm server did not come up in 300 s; see {log.name}")
 
 
 def prompts(policy: Policy) -> list[list[int]]:
