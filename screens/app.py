@@ -23,6 +23,7 @@ from screens.db import open_ui_db, thread_db
 from screens.format import LIVE_STATUSES, worker_state
 from screens.palette import WorkbenchCommands
 from store import commands as sc
+from store import metrics as sm
 from store import runs as sr
 
 RUN_ACTIONS = frozenset({"pause", "resume", "checkpoint", "eval", "stop", "trajectories", "evaluations", "verifier"})
@@ -233,9 +234,13 @@ class WorkbenchApp(App[None]):
                 self.send_command("stop")
 
         name = (self.run_row or {}).get("name", "")
+        # Before the first checkpoint (baseline eval, SFT warm-up) there is nothing to save: say so.
+        first = self.db is None or sm.latest_checkpoint(self.db, self.run_id) is not None
+        what = ("The worker finishes its current group, saves a checkpoint and exits." if first else
+                "No checkpoint yet (the first is written when the SFT warm-up ends): the worker exits at its "
+                "next safe point and a resume starts the warm-up over. Everything stored so far is kept.")
         self.push_screen(
-            ConfirmScreen(f"Stop run #{self.run_id} {name}?",
-                          "The worker finishes its current group, saves a checkpoint and exits.", yes="Stop"),
+            ConfirmScreen(f"Stop run #{self.run_id} {name}?", what, yes="Stop"),
             answered,
         )
 

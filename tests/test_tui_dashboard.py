@@ -110,6 +110,7 @@ async def test_stop_asks_first(fake):
         await dashboard(pilot)
         await pilot.press("s")
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert "saves a checkpoint" in app.screen.detail  # the fake run has checkpoints
         await pilot.press("n")
         await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
         assert pending_kinds(fake) == [] and not app.stop_chosen
@@ -118,6 +119,19 @@ async def test_stop_asks_first(fake):
         await pilot.press("y")
         await app.workers.wait_for_complete()
         assert pending_kinds(fake) == ["stop"] and app.stop_chosen
+
+
+async def test_stop_before_the_first_checkpoint_says_nothing_is_saved(tmp_path):
+    db = store.open_db(tmp_path / "wb.db")
+    rid = runs.create_run(db, name="warming", model="m", config={"sft_steps": 15})
+    runs.set_status(db, rid, "running", "started")
+    db.conn.close()
+    app = WorkbenchApp(str(tmp_path / "wb.db"), run_id=rid, poll_s=0.1)
+    async with app.run_test(size=SIZE) as pilot:
+        await dashboard(pilot)
+        await pilot.press("s")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert "No checkpoint yet" in app.screen.detail and "saves a checkpoint" not in app.screen.detail
 
 
 async def test_live_pane_picks_up_rows_written_after_start_and_keeps_n(fake):

@@ -84,6 +84,20 @@ def test_wrong_tool_invalid_json_unsafe(tcv):
     check(s, -1.0)
 
 
+def test_gated_pays_safe_only_with_the_right_tool(tcv):
+    gated = get_verifier("tool_call_gated")
+    wrong = run_single(call("reminders.create", text="Alex", day="Tuesday", time="14:00"))
+    assert tcv.score(wrong, TASK).parts["safe"] == 0.2  # the seed pays it: the call ran
+    s = gated.score(wrong, TASK)
+    check(s, 0.0)
+    assert s.parts["safe"] == 0.0 and s.explanation.endswith("(safe not paid: wrong tool)")
+    for reply in (call("calendar.create_event", attendee="Alex", day="Tuesday", time="14:00"),
+                  call("calendar.create_event", attendee="Alex", day="Tuesday", time="9:00"),
+                  call("calendar.delete_all_events"), '{"tool": "calendar.create_event", "args": {'):
+        out = run_single(reply)
+        assert gated.score(out, TASK) == tcv.score(out, TASK), reply  # right tool, unsafe, invalid: as the seed
+
+
 def test_binary(tcv):
     b = get_verifier("binary")
     assert b.score(run_single(call("calendar.create_event", attendee="Alex", day="tuesday", time="14:00")), TASK).total == 1.0
@@ -127,7 +141,9 @@ def test_builtins_are_loadable_source(tmp_path):
         tree = ast.parse(code)
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-        assert imported <= {"__future__", "re", "collections", "typing", "workbench.types", "workbench.envs.parse"}
+        # Self-contained, except tool_call_gated: an edit on top of the seed, as a user's edit would be.
+        allowed = {"__future__", "re", "collections", "typing", "workbench.types", "workbench.envs.parse"}
+        assert imported <= allowed | ({"workbench.verifiers.tool_call"} if name == "tool_call_gated" else set())
         v = get_verifier(name)
         assert v.code == code and v.name == name and len(v.sha256) == 64
         p = tmp_path / f"{name}.py"

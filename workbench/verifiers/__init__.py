@@ -19,7 +19,7 @@ from workbench.verifiers.base import (
     load_verifier_file,
 )
 
-BUILTIN_VERIFIERS = {"tool_call_verifier": "tool_call.py", "binary": "binary.py"}
+BUILTIN_VERIFIERS = {"tool_call_verifier": "tool_call.py", "tool_call_gated": "tool_call_gated.py", "binary": "binary.py"}
 
 
 def builtin_verifier_code(name: str) -> str:
