@@ -10,7 +10,7 @@ import torch
 from workbench.logprobs import completion_logprobs
 from workbench.models import Policy, load_policy
 from workbench.rollout.base import RolloutEngine
-from workbench.rollout.hf import HFEngine, sample_next
+from workbench.rollout.hf import HFEngine, inverse_cdf_sample, sample_next
 from workbench.rollout.prompt import render_prompt
 from workbench.testing import perturb_lora
 
@@ -166,6 +166,18 @@ def test_tiny_top_p_is_greedy() -> None:
     tok, lp = sample_next(logits, 1.0, 1e-6, torch.Generator().manual_seed(1))
     assert torch.equal(tok, logits.argmax(-1))
     assert torch.allclose(lp, torch.log_softmax(logits, -1).max(-1).values)  # not renormalised by top_p
+
+
+def test_inverse_cdf_draws_the_distribution_and_never_a_zero(monkeypatch) -> None:
+    probs = torch.tensor([[0.0, 0.5, 0.0, 0.3, 0.2, 0.0]]).repeat(20_000, 1)
+    g = torch.Generator().manual_seed(0)
+    draws = inverse_cdf_sample(probs * 3.0, g)  # unnormalised on purpose
+    freq = torch.bincount(draws, minlength=6).double() / len(draws)
+    assert freq[[0, 2, 5]].sum() == 0
+    assert torch.allclose(freq, probs[0].double(), atol=0.015), freq  # ~4 sigma at n = 20k
+    # u rounded up to the row's total: the last token with mass, never the zero-mass tail.
+    monkeypatch.setattr(torch, "rand", lambda shape, **kw: torch.ones(shape, dtype=kw.get("dtype")))
+    assert inverse_cdf_sample(torch.tensor([[0.2, 0.8, 0.0, 0.0], [0.5, 0.0, 0.5, 0.0]]), None).tolist() == [1, 2]
 
 
 @pytest.mark.integration

@@ -41,6 +41,10 @@ def sample_next(
     top_p only restricts what can be drawn (the nucleus, renormalised); the recorded log-prob is not
     renormalised (the true nucleus probability would be higher by -log(kept mass)), as in TRL, whose
     training pass ignores top_p too. temperature == 0 is greedy, with log-probs at temperature 1.
+
+    The draw is by inverse CDF (one uniform per row, a cumsum and a binary search), the same distribution
+    as `torch.multinomial`, which on CPU draws an exponential per vocabulary entry: 10.6 ms vs 0.8 ms a
+    step for 8 rows x 49k tokens here (bench/decode_limit.py).
     """
     logits = logits.float()
     if temperature <= 0:
@@ -53,8 +57,20 @@ def sample_next(
         outside = (sorted_p.cumsum(-1) - sorted_p) > top_p  # mass before this token already exceeds top_p
         sorted_p = sorted_p.masked_fill(outside, 0.0)
         probs = torch.zeros_like(probs).scatter_(-1, order, sorted_p)
-    tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    tokens = inverse_cdf_sample(probs, generator)
     return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+def inverse_cdf_sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One token per row of (unnormalised, non-negative) `probs`: the first index whose running sum exceeds
+    u x total. `right=True` skips zero-probability entries (their running sum equals the one before)."""
+    cdf = probs.cumsum(-1)
+    u = torch.rand((probs.shape[0], 1), generator=generator, device=probs.device, dtype=cdf.dtype) * cdf[:, -1:]
+    idx = torch.searchsorted(cdf, u, right=True).squeeze(-1)
+    over = idx >= probs.shape[-1]
+    if bool(over.any()):  # u rounded up to the total (p ~ 1e-7): take the row's last token with mass
+        idx[over] = (probs[over] > 0).int().cumsum(-1).argmax(-1)
+    return idx
 
 
 class HFEngine:
