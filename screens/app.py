@@ -277,7 +277,10 @@ class WorkbenchApp(App[None]):
         from screens.help_screen import HelpScreen
 
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            # Composed once and kept installed: its tables of every screen's keys never change.
+            if not self.is_screen_installed("help"):
+                self.install_screen(HelpScreen(), "help")
+            self.push_screen("help")
 
     def _ask_number(self, kind: str, key: str, title: str, current: Any) -> None:
         from screens.modals import PromptScreen

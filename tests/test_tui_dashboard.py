@@ -296,6 +296,11 @@ async def test_screens_and_help_open_from_the_dashboard(fake):
             assert word in text, word
         await pilot.press("escape")
         await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+        help_screen = app.get_screen("help")
+        await pilot.press("question_mark")  # the same screen again: composed once, kept installed
+        await wait_until(pilot, lambda: app.screen is help_screen)
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
 
 
 def test_every_binding_has_an_id():

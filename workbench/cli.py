@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from importlib import resources
 from pathlib import Path
@@ -180,7 +181,15 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _quick_escape() -> None:
+    """A lone Esc waits ESCDELAY ms for the rest of a possible escape sequence before it counts as a key:
+    Textual's 100 ms default was a third of the Esc-to-repaint time (bench/ui_latency.py). 40 ms still
+    covers a sequence split across packets on a LAN or a local terminal; set ESCDELAY for a slow link."""
+    os.environ.setdefault("ESCDELAY", "40")
+
+
 def cmd_tui(args: argparse.Namespace) -> int:
+    _quick_escape()
     from screens.app import run_tui
 
     run_tui(args.db, args.run)
@@ -206,6 +215,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.headless:
         print(f"demo run {run_id} training in the background; watch: workbench tui --db {args.db} --run {run_id}")
         return 0
+    _quick_escape()
     from screens.app import run_tui
 
     run_tui(args.db, run_id)
