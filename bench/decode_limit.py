@@ -11,12 +11,11 @@ prefill and the first token), stops disabled, on the demo harness prompt (the re
 GRPO group sees); medians over `reps` rounds, the variants interleaved within each round. The sampling
 step and the lm_head are also timed alone (best of 20), since those are the pieces changed or tried.
 
-Variants (one run, same prompt): the training configuration (LoRA r=16 on q,k,v,o, unmerged, fp32) as the
-engine samples now and with the sampler it had before (`torch.multinomial`: the before/after ratio); the
-same with the lm_head through oneDNN (a packed copy of the weight: its logits differ from MKL's by
-~1e-5, and with `adapter: full` the copy would go stale after each update); the LoRA merged away
-(`merge_and_unload`, what an engine with its own weight copy samples from); the merged model in bf16; with --compile, the merged
-model's forward under torch.compile.
+Variants (one run, same prompt), on the training configuration (LoRA r=16 on q,k,v,o, unmerged, fp32):
+the engine as it was (`torch.multinomial`, the lm_head through MKL), with inverse-CDF sampling only, and
+as it is now (inverse-CDF + the frozen lm_head through a prepacked oneDNN copy): the before/after ratios.
+Then the LoRA merged away (`merge_and_unload`, what an engine with its own weight copy samples from),
+the merged model in bf16, and with --compile the merged model's forward under torch.compile.
 
 Usage: python bench/decode_limit.py [--batches 1,8,32] [--new 64] [--compile] [--json docs/decode_limit.json]
 """
@@ -101,29 +100,8 @@ def multinomial_sample(probs: torch.Tensor, generator: torch.Generator | None) -
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
-class OneDNNHead(torch.nn.Module):
-    """lm_head through oneDNN with a prepacked weight (MKL's fp32 GEMM is slow on this 49k x 576 matrix)."""
-
-    def __init__(self, head: torch.nn.Linear) -> None:
-        super().__init__()
-        self.weight = head.weight  # keeps `tie_weights` and parameter listings as they were
-        self.packed = head.weight.detach().to_mkldnn()
-        self.bias = torch.zeros(head.weight.shape[0]).to_mkldnn()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = torch._C._nn.mkldnn_linear(x.reshape(-1, x.shape[-1]).contiguous().to_mkldnn(), self.packed, self.bias)
-        return y.to_dense().reshape(*x.shape[:-1], -1)
-
-
-def variants(args: argparse.Namespace) -> list[tuple[str, Any, Any]]:
-    """(name, policy, sampler) for every variant, all loaded up front so the runs can be interleaved."""
-    def lora(onednn_head: bool = False) -> Any:
-        policy = load_policy("smollm2-135m", seed=0)
-        if onednn_head:
-            base = policy.model.get_base_model()
-            base.lm_head = OneDNNHead(base.lm_head)
-        return policy
-
+def variants(args: argparse.Namespace) -> list[tuple[str, Any, Any, dict[str, Any]]]:
+    """(name, policy, sampler, engine kwargs) for every variant, all loaded up front to interleave them."""
     def merged(dtype: str, compiled: bool = False) -> Any:
         policy = load_policy("smollm2-135m", seed=0, dtype=dtype)
         policy.model = policy.model.merge_and_unload()
@@ -131,22 +109,23 @@ def variants(args: argparse.Namespace) -> list[tuple[str, Any, Any]]:
             policy.model.forward = torch.compile(policy.model.forward, dynamic=True)
         return policy
 
+    lora = load_policy("smollm2-135m", seed=0)  # the three engine variants share one model
     out = [
-        ("lora fp32, multinomial (before)", lora(), multinomial_sample),
-        ("lora fp32 (training config)", lora(), SAMPLER),
-        ("lora fp32 + oneDNN lm_head", lora(onednn_head=True), SAMPLER),
-        ("merged fp32", merged("float32"), SAMPLER),
-        ("merged bf16", merged("bfloat16"), SAMPLER),
+        ("before: multinomial, MKL head", lora, multinomial_sample, {"onednn_head": False}),
+        ("inverse-cdf, MKL head", lora, SAMPLER, {"onednn_head": False}),
+        ("now: inverse-cdf, oneDNN head", lora, SAMPLER, {}),
+        ("merged fp32 (now's engine)", merged("float32"), SAMPLER, {}),
+        ("merged bf16", merged("bfloat16"), SAMPLER, {}),
     ]
     if args.compile:
-        out.append(("merged fp32 + torch.compile", merged("float32", compiled=True), SAMPLER))
+        out.append(("merged fp32 + torch.compile", merged("float32", compiled=True), SAMPLER, {}))
     return out
 
 
 def component_times(policy: Any, reps: int = 20) -> dict[str, dict[int, float]]:
     """Milliseconds of the two pieces changed or tried, alone: one sampling step and one lm_head call."""
     head = policy.model.get_base_model().lm_head
-    onednn = OneDNNHead(head)
+    onednn = hf.OneDNNHead(head)
     out: dict[str, dict[int, float]] = {"sample multinomial": {}, "sample inverse-cdf": {}, "lm_head MKL": {},
                                         "lm_head oneDNN": {}}
     g = torch.Generator().manual_seed(0)
@@ -186,7 +165,7 @@ def main() -> None:
     for name, per_batch in parts.items():
         print(f"{name:20s} " + "  ".join(f"batch {b}: {ms:6.2f} ms" for b, ms in per_batch.items()))
     prompt = render_prompt(loaded[0][1].tokenizer, env.start(task).messages, prefill=env.harness.prefill)
-    engines = [(name, HFEngine(policy), sampler) for name, policy, sampler in loaded]
+    engines = [(name, HFEngine(policy, **kw), sampler) for name, policy, sampler, kw in loaded]
     times: dict[tuple[str, int], list[tuple[float, float]]] = {}
     for _name, engine, sampler in engines:  # warm-up (and torch.compile, if asked)
         hf.inverse_cdf_sample = sampler
@@ -198,7 +177,7 @@ def main() -> None:
                 times.setdefault((name, b), []).append(decode_times(engine, prompt, b, args.new))
     hf.inverse_cdf_sample = SAMPLER
     results: list[dict[str, Any]] = []
-    for name, policy, _ in loaded:
+    for name, policy, _, _ in loaded:
         dtype = next(policy.model.parameters()).dtype
         wb = weight_bytes(policy.model)
         params = sum(p.numel() for p in {p.data_ptr(): p for p in policy.model.parameters()}.values())

@@ -10,7 +10,7 @@ import torch
 from workbench.logprobs import completion_logprobs
 from workbench.models import Policy, load_policy
 from workbench.rollout.base import RolloutEngine
-from workbench.rollout.hf import HFEngine, inverse_cdf_sample, sample_next
+from workbench.rollout.hf import HFEngine, OneDNNHead, inverse_cdf_sample, sample_next
 from workbench.rollout.prompt import render_prompt
 from workbench.testing import perturb_lora
 
@@ -166,6 +166,29 @@ def test_tiny_top_p_is_greedy() -> None:
     tok, lp = sample_next(logits, 1.0, 1e-6, torch.Generator().manual_seed(1))
     assert torch.equal(tok, logits.argmax(-1))
     assert torch.allclose(lp, torch.log_softmax(logits, -1).max(-1).values)  # not renormalised by top_p
+
+
+def test_frozen_head_samples_through_onednn_and_is_put_back(policy: Policy, tiny_model) -> None:
+    base = policy.model.get_base_model()
+    head = base.lm_head
+    x = torch.randn(3, 1, head.in_features)
+    assert torch.allclose(OneDNNHead(head)(x), head(x), atol=1e-5)
+    seen = []
+    hook = head.register_forward_hook(lambda *a: seen.append("mkl"))
+    ps = prompts(policy)
+    fast = HFEngine(policy).generate(ps, 2, max_new_tokens=5, temperature=1.0, seed=3)
+    assert seen == [] and base.lm_head is head  # sampled through the packed copy, then restored
+    plain = HFEngine(policy, onednn_head=False).generate(ps, 2, max_new_tokens=5, temperature=1.0, seed=3)
+    assert seen and [[c.token_ids for c in g] for g in fast] == [[c.token_ids for c in g] for g in plain]
+    for g_fast, g_plain in zip(fast, plain, strict=True):
+        for a, b in zip(g_fast, g_plain, strict=True):
+            assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
+    hook.remove()
+    full = load_policy(tiny_model, adapter="full", seed=0)  # the head trains: used as is
+    seen_full = []
+    full.model.lm_head.register_forward_hook(lambda *a: seen_full.append(1))
+    HFEngine(full).generate(ps[:1], 1, max_new_tokens=2, temperature=1.0, seed=0)
+    assert seen_full
 
 
 def test_inverse_cdf_draws_the_distribution_and_never_a_zero(monkeypatch) -> None:

@@ -76,6 +76,36 @@ def test_update_changes_the_adapter(tiny_model, tmp_path, verifier_path):
     assert any(not (a == b).all() for a, b in zip(after, before, strict=True))
 
 
+@pytest.mark.parametrize("loss_type", ["grpo", "dapo", "dr_grpo", "bnpo"])
+def test_zero_advantage_segments_are_skipped_without_changing_the_update(tiny_model, tmp_path, verifier_path,
+                                                                          loss_type):
+    import copy
+
+    import torch
+
+    db = store.open_db(tmp_path / "wb.db")
+    t = Trainer(tiny_cfg(tiny_model, tmp_path, verifier_path, max_steps=1, loss_type=loss_type), db)
+    seen = {}
+    real = t._update
+    t._update = lambda groups, adv, keep: seen.update(args=(groups, adv, keep)) or real(groups, adv, keep)
+    t.train_step()  # real rollouts and advantages; then make the first group a zero-variance one
+    groups, adv, keep = seen["args"]
+    adv = [[0.0] * len(adv[0])] + [list(a) for a in adv[1:]]
+    assert any(a not in (0.0, None) for a in adv[1])
+    start = ([p.detach().clone() for p in t.policy.trainable_parameters()], copy.deepcopy(t.optimizer.state_dict()))
+    after = []
+    for skip in (False, True):
+        for p, p0 in zip(t.policy.trainable_parameters(), start[0], strict=True):
+            p.data.copy_(p0)
+        t.optimizer.load_state_dict(copy.deepcopy(start[1]))
+        m = real(groups, adv, keep, skip_zero_advantage=skip)
+        after.append(([p.detach().clone() for p in t.policy.trainable_parameters()], m))
+    (full, m_full), (skipped, m_skip) = after
+    assert m_skip["update_tokens"] < m_full["update_tokens"] == m_full["num_tokens"] == m_skip["num_tokens"]
+    assert abs(m_skip["loss"] - m_full["loss"]) < 1e-6 and abs(m_skip["grad_norm"] - m_full["grad_norm"]) < 1e-5
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(full, skipped, strict=True))
+
+
 def test_resume_reproduces_the_next_step(tiny_model, tmp_path, verifier_path):
     db = store.open_db(tmp_path / "wb.db")
     straight = Trainer(tiny_cfg(tiny_model, tmp_path / "a", verifier_path, max_steps=3, eval_interval=2), db)

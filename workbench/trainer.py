@@ -355,8 +355,13 @@ class Trainer:
         return self.lr * (min(1.0, step / warm) if warm > 0 else 1.0)
 
     def _update(self, groups: list[list[Scored]], advantages: list[list[float | None]], keep: list[bool],
-                micro_batch: int = 16) -> dict[str, float]:
-        """num_iterations optimizer steps on the kept groups' segments, micro-batched, exactly normalised."""
+                micro_batch: int = 16, skip_zero_advantage: bool = True) -> dict[str, float]:
+        """num_iterations optimizer steps on the kept groups' segments, micro-batched, exactly normalised.
+
+        Without a KL term a segment whose advantage is 0 (every member of a zero-variance group) has loss 0
+        and gradient 0 under every loss type, so it gets no forward or backward pass; the normalisers still
+        count it, so the gradient is the whole batch's. Late in a run most groups are such (all 1.0).
+        The per-token metrics (entropy, clip ratios) are then over the segments that carry gradient."""
         items: list[Item] = []
         for grp, adv, k in zip(groups, advantages, keep, strict=True):
             if not k:
@@ -375,9 +380,12 @@ class Trainer:
         model = self.policy.model
         pad = self.policy.tokenizer.pad_token_id or 0
         temp = self.temperature if self.temperature > 0 else 1.0
-        chunks = _chunks(items, micro_batch)
-        total_tokens = sum(len(it[1]) for it in items)
+        total_tokens = sum(len(it[1]) for it in items)  # normalisers: over every segment, skipped or not
         n_items = len(items)
+        work = [it for it in items if it[2] != 0.0] if skip_zero_advantage and self.cfg.beta == 0 else items
+        work = work or items  # all zero: run them anyway, so the optimizer step is the same as ever
+        work_tokens = sum(len(it[1]) for it in work)
+        chunks = _chunks(work, micro_batch)
 
         def logprobs(m: Any, ch: list[Item], entropy: bool = False) -> tuple:
             prompts, comps = [it[0] for it in ch], [it[1] for it in ch]
@@ -409,7 +417,7 @@ class Trainer:
                     is_w, is_m = truncated_is_weights(old_j, _padded([it[3] for it in ch], logps), mask.to(logps.dtype),
                                                       self.cfg.vllm_is_cap)
                     for k, v in is_m.items():
-                        sums[k] = sums.get(k, 0.0) + v * float(mask.sum()) / total_tokens
+                        sums[k] = sums.get(k, 0.0) + v * float(mask.sum()) / work_tokens
                 loss, m = grpo.policy_loss(
                     logps, old_j, adv, mask.to(logps.dtype), loss_type=loss_type, importance_sampling_level=level,
                     epsilon_low=eps_low, epsilon_high=eps_high, beta=self.cfg.beta, ref_logps=ref[j],
@@ -420,7 +428,7 @@ class Trainer:
                 # Chunks sum to the whole batch's loss: each normaliser is linear in its chunk.
                 weight = {"dapo": 1.0, "bnpo": chunk_tokens / total_tokens}.get(loss_type, len(ch) / n_items)
                 (loss * weight).backward()
-                tok_w = chunk_tokens / total_tokens
+                tok_w = chunk_tokens / work_tokens
                 sums["loss"] = sums.get("loss", 0.0) + float(loss.detach()) * weight
                 for k, v in m.items():
                     sums[k] = sums.get(k, 0.0) + v * tok_w
@@ -431,6 +439,7 @@ class Trainer:
         out = {k: v / self.cfg.num_iterations for k, v in sums.items()}
         out["grad_norm"] = grad_norm if math.isfinite(grad_norm) else -1.0
         out["num_tokens"] = float(total_tokens)
+        out["update_tokens"] = float(work_tokens)
         return out
 
     # ----- eval and checkpoints ------------------------------------------------------------------------
