@@ -11,7 +11,7 @@ import pytest
 
 import store
 from workbench.verifier_edit import dry_run
-from workbench.worker import start_worker
+from workbench.worker import STEP_BOUNDARIES, start_worker
 
 LENGTH_VERIFIER = (
     "def reward(output, task):\n"
@@ -71,7 +71,10 @@ def test_pause_edit_verifier_resume_stop(run):
     t_pause = time.time()
     cmd = store.commands.enqueue(db, run_id, "pause")
     wait_for(lambda: status(db, run_id) == "paused", 60, "paused")
-    assert answered(db, cmd)["status"] == "done"
+    pause = answered(db, cmd)
+    assert pause["status"] == "done"
+    # Where the pause landed is timing: between steps, or between the groups of a step.
+    between_steps = pause["result"]["paused_at"] in STEP_BOUNDARIES
     paused_for = time.time() - t_pause
     steps_at_pause = store.metrics.last_step(db, run_id)
     rows_at_pause = store.trajectories.count_trajectories(db, run_id)
@@ -93,15 +96,21 @@ def test_pause_edit_verifier_resume_stop(run):
     good = dry_run(db, run_id, NEW_VERIFIER)
     assert good.ok and good.summary["n"] > 0
     applied = answered(db, store.commands.enqueue(db, run_id, "set_verifier", {"verifier_id": good.verifier_id}))
-    assert applied["status"] == "done" and applied["result"]["applied"] is True
-    assert store.verifiers.active_verifier(db, run_id)["id"] == good.verifier_id
+    # Applied now between steps; mid-step, after the step (its groups were scored by the old one).
+    assert applied["status"] == "done" and applied["result"]["applied"] is between_steps
+    if between_steps:
+        assert store.verifiers.active_verifier(db, run_id)["id"] == good.verifier_id
+    first_new = steps_at_pause + (1 if between_steps else 2)
 
     last_id = store.trajectories.trajectories_since(db, run_id, 0, limit=10**6)[-1]["id"]
     store.commands.enqueue(db, run_id, "resume")
-    wait_for(lambda: (store.metrics.last_step(db, run_id) or 0) > steps_at_pause, 180, "a step after resume")
+    wait_for(lambda: (store.metrics.last_step(db, run_id) or 0) >= first_new, 180, "a step after resume")
     new_rows = [r for r in store.trajectories.trajectories_since(db, run_id, last_id, limit=10**6) if r["split"] == "train"]
-    assert new_rows and all(r["verifier_id"] == good.verifier_id for r in new_rows)
-    assert min(r["step"] for r in new_rows) == steps_at_pause + 1  # continues at the next step
+    # Continues where it stopped: paused before the update, that step's rows were already stored.
+    stored_before = pause["result"]["paused_at"] == "before_update"
+    assert min(r["step"] for r in new_rows) == steps_at_pause + (2 if stored_before else 1)
+    assert all((r["verifier_id"] == good.verifier_id) == (r["step"] >= first_new) for r in new_rows)
+    assert any(r["step"] >= first_new for r in new_rows)
 
     stop = answered(db, store.commands.enqueue(db, run_id, "stop"), timeout=120)
     assert stop["status"] == "done"
