@@ -79,7 +79,9 @@ async def test_p_enqueues_pause_and_the_answer_becomes_a_toast(fake):
         db.conn.close()
         await wait_until(pilot, lambda: app.tracker.answers, what="answer")
         assert app.tracker.answers[-1].message == "paused after group 2"
-        assert any("paused after group 2" in str(n.message) for n in app._notifications)
+        # App.notify posts a message: the toast lands a moment after the answer is recorded.
+        await wait_until(pilot, lambda: any("paused after group 2" in str(n.message) for n in app._notifications),
+                         what="toast")
         # Paused: r now resumes (and p is hidden).
         await wait_until(pilot, lambda: app.run_row["status"] == "paused")
         assert app.check_action("pause", ()) is False
