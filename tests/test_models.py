@@ -126,6 +126,36 @@ def test_reference_disables_the_adapter(tiny_model: Path, tiny_policy: Policy) -
     assert torch.equal(logits(tiny_policy.model), adapted)  # the adapter is back on
 
 
+def test_pinned_reference_is_the_adapter_at_pin_time(tiny_model: Path, tiny_policy: Policy, tmp_path: Path) -> None:
+    perturb_lora(tiny_policy, seed=2)  # as after the SFT warm-up
+    pinned = logits(tiny_policy.model)
+    tiny_policy.set_reference_to_current()
+    perturb_lora(tiny_policy, seed=3)  # as after GRPO steps
+    trained = logits(tiny_policy.model)
+    assert not torch.allclose(trained, pinned, atol=1e-3)
+    with tiny_policy.reference() as ref:
+        assert torch.equal(logits(ref), pinned)
+    assert torch.equal(logits(tiny_policy.model), trained)  # the trained adapter is back, bit for bit
+    assert all(p.requires_grad for p in tiny_policy.trainable_parameters())
+    tiny_policy.save_adapter(tmp_path / "adapter")
+    tiny_policy.load_adapter(tmp_path / "adapter")  # a resume loads the latest weights: the pin stays
+    with tiny_policy.reference() as ref:
+        assert torch.equal(logits(ref), pinned)
+
+
+def test_full_policy_pins_a_reference_after_training(tiny_model: Path) -> None:
+    policy = load_policy(tiny_model, adapter="full")
+    with torch.no_grad():
+        policy.model.lm_head.weight.add_(0.1)  # the warm-up changed the weights: pinning is still allowed
+    pinned = logits(policy.model)
+    policy.set_reference_to_current()
+    with torch.no_grad():
+        policy.model.lm_head.weight.add_(0.1)
+    with policy.reference() as ref:
+        assert torch.equal(logits(ref), pinned)
+        assert not any(p.requires_grad for p in ref.parameters())
+
+
 def test_full_policy_reference_is_a_frozen_initial_copy(tiny_model: Path) -> None:
     policy = load_policy(tiny_model, adapter="full")
     assert policy.needs_reference_copy

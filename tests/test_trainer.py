@@ -106,16 +106,30 @@ def test_zero_advantage_segments_are_skipped_without_changing_the_update(tiny_mo
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(full, skipped, strict=True))
 
 
-def test_resume_reproduces_the_next_step(tiny_model, tmp_path, verifier_path):
+def test_kl_reference_is_the_sft_policy_unless_asked_for_the_base(tiny_model, tmp_path, verifier_path):
     db = store.open_db(tmp_path / "wb.db")
-    straight = Trainer(tiny_cfg(tiny_model, tmp_path / "a", verifier_path, max_steps=3, eval_interval=2), db)
+    kl = {}
+    for reference in ("sft", "base"):
+        t = Trainer(tiny_cfg(tiny_model, tmp_path / reference, verifier_path, max_steps=1, sft_steps=2, beta=0.1,
+                             reference=reference), db)
+        t.run()
+        kl[reference] = store.metrics.steps_since(db, t.run_id)[0]["metrics"]["kl"]
+    # Step 1 samples and scores the SFT policy itself: no divergence from an SFT reference, some from the base.
+    assert kl["sft"] < 1e-6 < kl["base"]
+
+
+@pytest.mark.parametrize("kl_to_sft", [False, True], ids=["beta0", "kl-to-sft"])
+def test_resume_reproduces_the_next_step(tiny_model, tmp_path, verifier_path, kl_to_sft):
+    db = store.open_db(tmp_path / "wb.db")
+    kw = dict(max_steps=3, eval_interval=2) | (dict(beta=0.1, sft_steps=2) if kl_to_sft else {})
+    straight = Trainer(tiny_cfg(tiny_model, tmp_path / "a", verifier_path, **kw), db)
     straight.run()
     # Same config, but "killed" after step 2's checkpoint, plus a half-written step 3 that must be hidden.
-    cut = Trainer(tiny_cfg(tiny_model, tmp_path / "b", verifier_path, max_steps=2, eval_interval=2), db)
+    # With a KL term, step 3's loss also proves the resumed run's reference is the SFT policy again.
+    cut = Trainer(tiny_cfg(tiny_model, tmp_path / "b", verifier_path, **(kw | {"max_steps": 2})), db)
     cut.run()
     cut.train_step()  # step 3 rows past the checkpoint
-    resumed = Trainer(tiny_cfg(tiny_model, tmp_path / "b", verifier_path, max_steps=3, eval_interval=2), db,
-                      run_id=cut.run_id)
+    resumed = Trainer(tiny_cfg(tiny_model, tmp_path / "b", verifier_path, **kw), db, run_id=cut.run_id)
     assert resumed.resume() == 2
     resumed.run()
 
@@ -128,6 +142,8 @@ def test_resume_reproduces_the_next_step(tiny_model, tmp_path, verifier_path):
     a = store.metrics.steps_since(db, straight.run_id)[-1]["metrics"]
     b = store.metrics.steps_since(db, resumed.run_id)[-1]["metrics"]
     assert a["loss"] == pytest.approx(b["loss"], abs=1e-6) and a["reward"] == b["reward"]
+    if kl_to_sft:
+        assert a["kl"] > 0 and a["kl"] == pytest.approx(b["kl"], rel=1e-5)
     # The superseded step-3 rows are still there, only hidden.
     assert store.trajectories.count_trajectories(db, resumed.run_id) > store.trajectories.count_trajectories(
         db, straight.run_id)

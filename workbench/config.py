@@ -58,6 +58,7 @@ class Config:
     # --- GRPO (TRL GRPOConfig names and defaults unless noted) ---
     learning_rate: float = 2e-5  # TRL's 1e-6 is for full fine-tuning; LoRA wants more
     beta: float = 0.0  # KL coefficient; 0 = no reference pass
+    reference: str = "sft"  # the KL term's reference policy: sft (the policy after the warm-up) | base
     epsilon: float | None = None  # None: the algorithm's (0.2; gspo 3e-4)
     epsilon_high: float | None = None  # None: = epsilon, or the algorithm's (dapo 0.28, gspo 4e-4)
     scale_rewards: str | None = None  # group | batch | none; None: the algorithm's (group; dr_grpo none)
@@ -96,6 +97,7 @@ class Config:
         choices = {
             "algorithm": ("grpo", "dapo", "dr_grpo", "gspo"),
             "adapter": ("lora", "full"),
+            "reference": ("sft", "base"),
             "scale_rewards": (None, "group", "batch", "none"),
             "loss_type": (None, "grpo", "dapo", "dr_grpo", "bnpo"),
             "importance_sampling_level": (None, "token", "sequence"),

@@ -163,7 +163,9 @@ class Policy:
         self.tokenizer = tokenizer
         self.name = name
         self.adapter = adapter
-        self._ref_copy: torch.nn.Module | None = None
+        self._ref_copy: torch.nn.Module | None = None  # full: the reference model
+        self._ref_adapter: dict[str, torch.Tensor] | None = None  # lora: the reference adapter's tensors
+        self._ref_pinned = False  # set_reference_to_current was called: loading weights keeps the reference
         self._version_at_load = _version_sum(model)
 
     @property
@@ -204,20 +206,52 @@ class Policy:
             p.requires_grad_(False)
         self._ref_copy = ref
 
+    def set_reference_to_current(self) -> None:
+        """Pin the policy as it is now as the KL reference (after the SFT warm-up: KL to the SFT policy, the
+        policy GRPO starts from, rather than to the base model that could not emit the format).
+
+        LoRA: a copy of the adapter's tensors (a few MB), swapped in for the reference pass. Full: a frozen
+        copy of the model (+1x model memory). A later `load_adapter` keeps the pinned reference.
+        """
+        if self.adapter == "lora":
+            self._ref_adapter = {n: p.detach().clone() for n, p in self._adapter_params()}
+        else:
+            ref = copy.deepcopy(self.model).eval()
+            for p in ref.parameters():
+                p.requires_grad_(False)
+            self._ref_copy = ref
+        self._ref_pinned = True
+
+    def _adapter_params(self) -> list[tuple[str, torch.nn.Parameter]]:
+        return [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+
     @contextmanager
     def reference(self) -> Iterator[torch.nn.Module]:
         """Yield the reference policy for the KL term.
 
-        LoRA: the same model with the adapter disabled (no second copy in memory). Full: a frozen copy of the
-        initial weights, made on first use (see `prepare_reference`): only request it when beta > 0.
-        Not thread-safe for LoRA (it toggles the shared model): don't sample from it meanwhile.
+        LoRA: the same model with the adapter disabled (the base model), or with the pinned reference adapter
+        swapped in for the duration (no second model in memory). Full: a frozen copy of the initial weights,
+        made on first use (see `prepare_reference`), or the pinned copy: only request it when beta > 0.
+        Not thread-safe for LoRA (it changes the shared model): don't sample or train from it meanwhile.
         """
-        if self.adapter == "lora":
+        if self.adapter == "full":
+            self.prepare_reference()
+            yield self._ref_copy
+        elif self._ref_adapter is None:
             with self.model.disable_adapter():
                 yield self.model
         else:
-            self.prepare_reference()
-            yield self._ref_copy
+            params = self._adapter_params()
+            live = [p.detach().clone() for _, p in params]
+            with torch.no_grad():
+                for n, p in params:
+                    p.copy_(self._ref_adapter[n])
+            try:
+                yield self.model
+            finally:
+                with torch.no_grad():
+                    for (_, p), value in zip(params, live, strict=True):
+                        p.copy_(value)
 
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
         return [p for p in self.model.parameters() if p.requires_grad]
@@ -260,7 +294,8 @@ class Policy:
             loaded = AutoModelForCausalLM.from_pretrained(path, dtype=next(self.model.parameters()).dtype)
             self.model.load_state_dict(loaded.state_dict())
             self._version_at_load = _version_sum(self.model)
-            self._ref_copy = None
+            if not self._ref_pinned:
+                self._ref_copy = None
 
 
 def load_policy(

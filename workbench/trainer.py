@@ -228,10 +228,19 @@ class Trainer:
         if len(losses) < self.cfg.sft_steps:  # stopped part-way: a resume redoes the warm-up
             return
         self.sft_done = True
+        self._pin_sft_reference()
         ck = self.save_checkpoint("sft")
         self.run_eval(checkpoint_id=ck)
 
     # ----- one GRPO step --------------------------------------------------------------------------------
+    @property
+    def _kl_to_sft(self) -> bool:
+        return self.cfg.beta > 0 and self.cfg.reference == "sft" and self.cfg.sft_steps > 0
+
+    def _pin_sft_reference(self) -> None:
+        if self._kl_to_sft:
+            self.policy.set_reference_to_current()
+
     def _step_tasks(self, step: int) -> list[Task]:
         rng = random.Random(self.cfg.seed * 1_000_003 + step)
         k = min(self.cfg.prompts_per_step, len(self.train_tasks))
@@ -504,6 +513,10 @@ class Trainer:
         if last is None:
             store.trajectories.mark_superseded(self.db, self.run_id, after_step=0)
             return None
+        sft = [c for c in store.metrics.list_checkpoints(self.db, self.run_id) if c["kind"] == "sft"]
+        if self._kl_to_sft and sft:  # the KL reference is the SFT policy: pin it again first
+            self.policy.load_adapter(Path(sft[-1]["path"]) / "adapter")
+            self._pin_sft_reference()
         state = ckpt.load(Path(last["path"]), policy=self.policy, optimizer=self.optimizer, scheduler=None)
         self.step, self.lr, self.temperature = state["step"], state["lr"], state["temperature"]
         self.sft_done = state["sft_done"]
