@@ -76,7 +76,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     table.add_column("metric")
     table.add_column("value", justify="right")
     for k, v in result.metrics.items():
-        table.add_row(k, f"{v:.3f}" if isinstance(v, float) else str(v))
+        if isinstance(v, (int, float)):  # the per-task "solved" map is in --json
+            table.add_row(k, f"{v:.3f}" if isinstance(v, float) else str(v))
     Console().print(table)
     return 0
 
@@ -115,16 +116,32 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def eval_table(db: Any, run_id: int, mode: str = "greedy") -> list[dict[str, Any]]:
-    """Baseline, SFT-only and each checkpoint's held-out metrics, in order; the promoted one marked."""
+    """Baseline, SFT-only and each checkpoint's held-out metrics, in order; the promoted one marked; each
+    with its paired success difference to the baseline and to the SFT-only checkpoint (same tasks)."""
+    from dataclasses import asdict
+
     import store
+    from workbench.eval import paired_difference
 
     checkpoints = {c["id"]: c for c in store.metrics.list_checkpoints(db, run_id)}
     rows = []
     for e in store.metrics.list_evals(db, run_id, mode=mode):
         ck = checkpoints.get(e["checkpoint_id"])
         label = "base" if e["is_baseline"] else (f"{ck['kind']} @ step {ck['step']}" if ck else f"step {e['step']}")
-        rows.append({"label": label, "step": e["step"], "promoted": bool(ck and ck["promoted"]), **e["metrics"]})
+        rows.append({"label": label, "step": e["step"], "kind": "base" if e["is_baseline"] else (ck or {}).get("kind"),
+                     "promoted": bool(ck and ck["promoted"]), **e["metrics"]})
+    for ref_kind in ("base", "sft"):  # each later row against the reference (the base is not "vs SFT")
+        i = next((i for i, r in enumerate(rows) if r["kind"] == ref_kind and r.get("solved")), len(rows))
+        for j, r in enumerate(rows):
+            d = paired_difference(r["solved"], rows[i]["solved"]) if j > i and r.get("solved") else None
+            r[f"vs_{ref_kind}"] = asdict(d) if d else None
     return rows
+
+
+def _paired_cell(d: dict[str, Any] | None) -> str:
+    if d is None:
+        return "-"
+    return f"{d['delta']:+.2f} [{d['ci_low']:+.2f}, {d['ci_high']:+.2f}]"
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -140,16 +157,19 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     table = Table(title=f"run {args.run} ({run['name']}, {run['status']}): held-out, {args.mode}")
-    for col in ("policy", "valid JSON", "tool", "args", "success [95% CI]", "unsafe", "tokens"):
+    for col in ("policy", "valid JSON", "tool", "args", "success [95% CI]", "unsafe", "tokens", "vs base",
+                "vs SFT-only"):
         table.add_column(col, justify="left" if col == "policy" else "right")
     for r in rows:
         table.add_row(
             r["label"] + (" *" if r["promoted"] else ""), f"{r['valid_json_rate']:.2f}", f"{r['correct_tool_rate']:.2f}",
             f"{r['correct_args_rate']:.2f}", f"{r['success_rate']:.2f} [{r['success_ci_low']:.2f}, {r['success_ci_high']:.2f}]",
-            f"{r['unsafe_rate']:.2f}", f"{r['mean_tokens']:.1f}",
+            f"{r['unsafe_rate']:.2f}", f"{r['mean_tokens']:.1f}", _paired_cell(r["vs_base"]), _paired_cell(r["vs_sft"]),
         )
-    Console().print(table)
+    # Piped to a file, rich would wrap at 80 columns: give the table the width it needs instead.
+    (Console() if sys.stdout.isatty() else Console(width=200)).print(table)
     print("* promoted: the best checkpoint that beats the baseline")
+    print("vs base / vs SFT-only: paired success difference on the same held-out tasks [95% bootstrap CI over tasks]")
     return 0
 
 

@@ -32,31 +32,71 @@ def bootstrap_ci(values: list[float], *, reps: int = 2000, alpha: float = 0.05, 
 
 @dataclass
 class EvalResult:
-    metrics: dict[str, float]
+    metrics: dict[str, Any]
     rollouts: list[Rollout] = field(default_factory=list)
     flags: list[dict[str, bool]] = field(default_factory=list)
 
 
-def summarize(rollouts: list[Rollout], flags: list[dict[str, bool]]) -> dict[str, float]:
+def summarize(rollouts: list[Rollout], flags: list[dict[str, bool]]) -> dict[str, Any]:
     n = len(rollouts)
     if n == 0:
         return {"n": 0}
     rate = lambda key: sum(1.0 for f in flags if f[key]) / n  # noqa: E731
-    success = [1.0 if f["success"] else 0.0 for f in flags]
-    lo, hi = bootstrap_ci(success)
+    solved = solved_by_task(rollouts, flags)
+    # The CI resamples tasks, not completions: a task's samples are not independent draws of the policy's skill.
+    lo, hi = bootstrap_ci(list(solved.values()))
     return {
         "n": n,
         "valid_json_rate": rate("valid_json"),
         "correct_tool_rate": rate("correct_tool"),
         "correct_args_rate": rate("correct_args"),
-        "success_rate": sum(success) / n,
+        "success_rate": sum(1.0 for f in flags if f["success"]) / n,
         "success_ci_low": lo,
         "success_ci_high": hi,
         "unsafe_rate": rate("unsafe"),
         "mean_latency_s": sum(r.latency_s for r in rollouts) / n,
         "mean_tokens": sum(r.completion_tokens for r in rollouts) / n,
         "truncated_rate": sum(1.0 for r in rollouts if r.truncated) / n,
+        "solved": solved,  # task id -> fraction of its samples solved: what paired comparisons are made of
     }
+
+
+def solved_by_task(rollouts: list[Rollout], flags: list[dict[str, bool]]) -> dict[str, float]:
+    """Each task's success rate over its samples (0 or 1 for a greedy eval), in the order first seen."""
+    hits: dict[str, list[float]] = {}
+    for r, f in zip(rollouts, flags, strict=True):
+        hits.setdefault(r.task.id, []).append(1.0 if f["success"] else 0.0)
+    return {tid: sum(v) / len(v) for tid, v in hits.items()}
+
+
+@dataclass
+class PairedDifference:
+    delta: float  # mean over the shared tasks of (candidate - reference) success
+    ci_low: float
+    ci_high: float
+    n_tasks: int
+    only_candidate: int  # tasks the candidate solves and the reference does not (greedy: the discordant pairs)
+    only_reference: int
+
+    @property
+    def clearly_better(self) -> bool:
+        return self.ci_low > 0.0
+
+
+def paired_difference(candidate: dict[str, float], reference: dict[str, float], *, reps: int = 2000,
+                      seed: int = 0) -> PairedDifference | None:
+    """Candidate minus reference success on the tasks both were evaluated on, with a bootstrap CI that
+    resamples tasks (both policies answer the same tasks, so the pairing removes the task-difficulty noise
+    that makes two unpaired CIs overlap). None when they share no task (evals stored before per-task results were kept have none)."""
+    shared = [t for t in candidate if t in reference]
+    if not shared:
+        return None
+    diffs = [candidate[t] - reference[t] for t in shared]
+    lo, hi = bootstrap_ci(diffs, reps=reps, seed=seed)
+    return PairedDifference(
+        delta=sum(diffs) / len(diffs), ci_low=lo, ci_high=hi, n_tasks=len(shared),
+        only_candidate=sum(1 for d in diffs if d > 0), only_reference=sum(1 for d in diffs if d < 0),
+    )
 
 
 def evaluate(

@@ -1,0 +1,77 @@
+"""Held-out metrics: per-task success, the CI over tasks, paired differences, and `workbench report`."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+import store
+from workbench.cli import main
+from workbench.eval import bootstrap_ci, paired_difference, solved_by_task, summarize
+
+
+def flags(success: bool) -> dict[str, bool]:
+    return {"valid_json": True, "parsed": True, "correct_tool": success, "correct_args": success,
+            "success": success, "unsafe": False}
+
+
+def rollout(task_id: str) -> SimpleNamespace:
+    return SimpleNamespace(task=SimpleNamespace(id=task_id), latency_s=0.1, completion_tokens=10, truncated=False)
+
+
+def test_solved_is_per_task_and_the_ci_resamples_tasks() -> None:
+    # Sampled eval: task a solved 2 of 2, task b 0 of 2. Resampling tasks, a mean is 0, 0.5 or 1.
+    rs = [rollout("a"), rollout("a"), rollout("b"), rollout("b")]
+    fs = [flags(True), flags(True), flags(False), flags(False)]
+    assert solved_by_task(rs, fs) == {"a": 1.0, "b": 0.0}
+    m = summarize(rs, fs)
+    assert m["success_rate"] == 0.5 and m["solved"] == {"a": 1.0, "b": 0.0}
+    assert (m["success_ci_low"], m["success_ci_high"]) == bootstrap_ci([1.0, 0.0]) == (0.0, 1.0)
+
+
+def test_paired_difference_uses_only_shared_tasks_and_counts_discordant_pairs() -> None:
+    d = paired_difference({"a": 1.0, "b": 1.0, "c": 0.0}, {"a": 0.0, "b": 1.0, "c": 1.0, "d": 1.0})
+    assert d is not None
+    assert (d.delta, d.n_tasks, d.only_candidate, d.only_reference) == (0.0, 3, 1, 1)
+    assert d.ci_low < 0 < d.ci_high and not d.clearly_better
+    assert paired_difference({"a": 1.0}, {"b": 1.0}) is None
+
+
+def test_paired_difference_is_clear_when_the_candidate_wins_most_pairs() -> None:
+    ref = {f"t{i}": float(i < 10) for i in range(40)}  # solves 10 of 40
+    cand = {f"t{i}": float(i < 25) for i in range(40)}  # the same 10 and 15 more
+    d = paired_difference(cand, ref)
+    assert d is not None and d.delta == pytest.approx(15 / 40)
+    assert d.only_candidate == 15 and d.only_reference == 0
+    assert d.ci_low > 0 and d.clearly_better  # every resample has a positive mean: no pair goes the other way
+
+
+def test_report_shows_paired_differences_to_base_and_sft(tmp_path, capsys) -> None:
+    db = store.open_db(tmp_path / "wb.db")
+    rid = store.runs.create_run(db, name="r", model="m", config={})
+    tasks = [f"t{i}" for i in range(20)]
+
+    def record(step: int, n_solved: int, kind: str | None) -> None:
+        solved = {t: float(i < n_solved) for i, t in enumerate(tasks)}
+        ck = store.metrics.record_checkpoint(db, rid, step=step, kind=kind, path=str(tmp_path)) if kind else None
+        metrics = {"valid_json_rate": 1.0, "correct_tool_rate": 1.0, "correct_args_rate": 1.0, "unsafe_rate": 0.0,
+                   "success_rate": n_solved / 20, "success_ci_low": 0.0, "success_ci_high": 1.0, "mean_tokens": 9.0,
+                   "solved": solved}
+        store.metrics.record_eval(db, rid, step=step, tasks={"n": 20}, mode="greedy", metrics=metrics,
+                                  checkpoint_id=ck, is_baseline=kind is None)
+
+    record(0, 0, None)
+    record(0, 6, "sft")
+    record(10, 12, "periodic")
+    assert main(["report", "--db", str(tmp_path / "wb.db"), "--run", str(rid)]) == 0
+    out = capsys.readouterr().out
+    lo, hi = bootstrap_ci([1.0] * 6 + [0.0] * 14)  # sft vs base: 6 of 20 more, all one way
+    assert f"+0.30 [{lo:+.2f}, {hi:+.2f}]" in out and lo > 0
+    assert main(["report", "--db", str(tmp_path / "wb.db"), "--run", str(rid), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["vs_base"] is None for r in rows] == [True, False, False]
+    assert [r["vs_sft"] is None for r in rows] == [True, True, False]
+    assert rows[2]["vs_sft"]["delta"] == pytest.approx(0.30) and rows[2]["vs_sft"]["only_candidate"] == 6
+    assert rows[2]["vs_base"]["delta"] == pytest.approx(0.60)
