@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from screens.curves import metric_points
+from workbench.eval import paired_difference
 
 # Differences smaller than these are noise at the held-out sizes we run (tens of tasks).
 REWARD_RISE = 0.05
@@ -77,5 +78,19 @@ def eval_flags(steps: Sequence[dict[str, Any]], evals: Sequence[dict[str, Any]])
                 "json",
                 f"invalid-JSON rate {100 * (1 - last):.0f}% at step {checks[-1]['step']} vs {100 * (1 - b):.0f}% "
                 "at baseline: possible reward hacking",
+            ))
+    # 4. The best GRPO checkpoint not clearly above the SFT warm-up it started from, paired on the same tasks
+    #    (two overlapping CIs say little; the paired difference is what decides whether GRPO helped).
+    sft = next((e for e in checks if e["step"] == 0 and e.get("mode", "greedy") == "greedy"), None)
+    best = best_eval([e for e in checks if e["step"] > 0 and sft and e.get("mode", "greedy") == "greedy"])
+    solved = lambda e: (e.get("metrics") or {}).get("solved")  # noqa: E731
+    if sft and best and solved(sft) and solved(best):
+        d = paired_difference(solved(best), solved(sft))
+        if d is not None and not d.clearly_better:
+            flags.append(Flag(
+                "vs_sft",
+                f"best GRPO checkpoint (step {best['step']}) vs SFT-only: {100 * d.delta:+.0f}pp on the same "
+                f"{d.n_tasks} tasks (95% CI {100 * d.ci_low:+.0f}…{100 * d.ci_high:+.0f}pp): not clearly better "
+                "than the warm-up",
             ))
     return flags

@@ -94,6 +94,21 @@ def test_best_eval_and_flags():
     assert best_eval([_eval(1, 0, 0.1, base=True)]) is None
 
 
+def test_flag_when_grpo_is_not_clearly_above_sft_only():
+    def with_solved(e, n_solved, n=20):
+        e["metrics"]["solved"] = {f"t{i}": float(i < n_solved) for i in range(n)}
+        return e
+
+    calm = [{"step": s, "metrics": {"reward": 0.5, "completions/mean_length": 30}} for s in range(21)]
+    base, sft = with_solved(_eval(1, 0, 0.0, base=True), 0), with_solved(_eval(2, 0, 0.35), 7)
+    close = [base, sft, with_solved(_eval(3, 10, 0.4), 8), with_solved(_eval(4, 20, 0.3), 6)]
+    (flag,) = eval_flags(calm, close)
+    assert flag.kind == "vs_sft" and "step 10" in flag.message and "+5pp on the same 20 tasks" in flag.message
+    clear = [base, sft, with_solved(_eval(3, 10, 0.8), 16)]
+    assert eval_flags(calm, clear) == []
+    assert eval_flags(calm, [base, _eval(2, 0, 0.35), _eval(3, 10, 0.4)]) == []  # older evals: no per-task data
+
+
 def test_status_text_and_banner():
     run = {"id": 3, "name": "demo", "status": "running", "config": {"max_steps": 100}, "lock_token": "t",
            "heartbeat": 1000.0}
