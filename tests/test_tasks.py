@@ -127,6 +127,13 @@ def test_builtin_splits_are_disjoint_in_prompts_entities_and_templates():
     assert not re.search(r"\bRobin\b", train_text + "".join(t.prompt for t in held))  # harness example name
 
 
+def test_builtin_training_phrasings_do_not_all_carry_the_tools_keyword():
+    # A keyword-only training set teaches the keyword: each tool also has phrasings without it.
+    for tool, keyword in (("calendar.cancel_event", "cancel"), ("email.send", "email"), ("reminders.create", "remind"),
+                          ("weather.get", "weather")):
+        assert any(keyword not in t.lower() for t in TEMPLATES[tool]["train"]), tool
+
+
 def test_write_builtin_jsonl_round_trips(tmp_path):
     p = tmp_path / "calendar.jsonl"
     assert write_builtin_jsonl(p) == 260

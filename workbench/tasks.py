@@ -217,6 +217,9 @@ REMINDERS = {
     "held_out": ["feed the cat", "back up my laptop", "return the library books", "cancel the gym trial",
                  "order printer ink"],
 }
+# Each tool's training phrasings include some without the tool's keyword ("cancel", "email", "remind"):
+# with only keyword phrasings, GRPO learnt the keyword, not the intent, and sent every held-out cancel
+# without the word "cancel" to create_event (docs/results.md). Held-out phrasings stay disjoint.
 # {when} is a day phrase ("on Tuesday", "next Tuesday", "tomorrow"), {day} a bare weekday, {time} a time phrase.
 TEMPLATES: dict[str, dict[str, list[str]]] = {
     "calendar.create_event": {
@@ -233,7 +236,9 @@ TEMPLATES: dict[str, dict[str, list[str]]] = {
         "train": ["Cancel my meeting with {name} {when}.",
                   "Please cancel the {day} meeting with {name}.",
                   "Call off my appointment with {name} {when}.",
-                  "I can't make the meeting with {name} {when}, cancel it."],
+                  "I can't make the meeting with {name} {when}, cancel it.",
+                  "Remove my meeting with {name} {when}.",
+                  "Take the {day} meeting with {name} off my schedule."],
         "held_out": ["Drop the meeting with {name} {when} from my calendar.",
                      "Scrap my {day} appointment with {name}."],
     },
@@ -241,7 +246,8 @@ TEMPLATES: dict[str, dict[str, list[str]]] = {
         "train": ['Email {name} with the subject "{subject}".',
                   "Send an email to {name}, subject: {subject}.",
                   "Write an email to {name} titled '{subject}'.",
-                  'Send {name} a quick email, subject "{subject}".'],
+                  'Send {name} a quick email, subject "{subject}".',
+                  'Message {name}; the subject is "{subject}".'],
         "held_out": ['Drop {name} a note with the subject line "{subject}".',
                      'Fire off an email to {name} called "{subject}".'],
     },
@@ -249,7 +255,8 @@ TEMPLATES: dict[str, dict[str, list[str]]] = {
         "train": ["Remind me to {text} {when} at {time}.",
                   "Set a reminder {when} at {time} to {text}.",
                   "Don't let me forget to {text} {when} at {time}.",
-                  "Create a reminder to {text}, {when} at {time}."],
+                  "Create a reminder to {text}, {when} at {time}.",
+                  "Make sure I {text} {when} at {time}."],
         "held_out": ["Ping me {when} at {time} so I remember to {text}.",
                      "I have to {text} {when} at {time}; remind me."],
     },
