@@ -177,3 +177,14 @@ def test_crash_is_recorded_with_traceback(run, tmp_path):
 
 if sys.platform != "linux":  # pragma: no cover
     pytestmark = pytest.mark.skip("process tests are written for Linux")
+
+
+def test_eval_command_answers_with_a_message_and_scalar_metrics():
+    from types import SimpleNamespace
+
+    from workbench.worker import WorkerHooks
+
+    trainer = SimpleNamespace(step=7, run_eval=lambda: {"success_rate": 0.4, "n": 60, "solved": {"t1": 1.0}})
+    result = WorkerHooks(None, 1, "tok")._handle(trainer, "eval", {}, "after_step")
+    assert result["message"] == "held-out success 0.400 at step 7"
+    assert result["metrics"] == {"success_rate": 0.4, "n": 60}  # the per-task map stays in the evals table

@@ -93,7 +93,9 @@ class WorkerHooks(Hooks):
                 raise ValueError("no checkpoint during the SFT warm-up; the first one is written when it ends")
             return {"checkpoint_id": trainer.save_checkpoint("requested"), "step": trainer.step}
         if kind == "eval":
-            return {"metrics": trainer.run_eval()}
+            m = trainer.run_eval()  # the full metrics (with per-task results) are in the evals table
+            return {"message": f"held-out success {m.get('success_rate', 0.0):.3f} at step {trainer.step}",
+                    "metrics": {k: v for k, v in m.items() if isinstance(v, (int, float))}}
         if kind == "set_verifier":
             vid = int(payload["verifier_id"])
             row = store.verifiers.get_verifier(self.db, vid)
