@@ -42,7 +42,7 @@ ending in EOS) and fixed rewards. Advantages: ours (`grpo.group_advantages`) vs 
 +1e-4). Loss: TRL's own `GRPOTrainer._compute_loss(model, inputs)` with `inputs` built as TRL 1.16's
 `_generate_and_score_completions` returns them (left-padded prompt_ids/prompt_mask, right-padded
 completion_ids/completion_mask, advantages, num_items_in_batch, old_per_token_logps when given) vs ours
-(`prefix_logprobs.sequence_logprobs` + `grpo.policy_loss`, as `Trainer._update` calls them), for loss_type
+(`logprobs.sequence_logprobs` + `grpo.policy_loss`, as `Trainer._update` calls them), for loss_type
 grpo, dapo, dr_grpo, bnpo, each with old = detached (ratio 1, num_iterations 1) and with a perturbed
 old_per_token_logps (ratio != 1, clipping active). TRL's log-prob pass (its own
 `_get_per_token_logps_and_entropies`) runs once and is reused across the 8 cases (it does not depend on
@@ -81,7 +81,7 @@ RESULT_KEY = "grpo_vs_trl"  # every child's JSON line carries it, so the parent 
 
 # ----- shared inputs ---------------------------------------------------------------------------------------
 def bench_tasks(n: int) -> list[Any]:
-    from workbench.tasks import builtin_tasks
+    from workbench.domains.calendar import builtin_tasks
 
     tasks = builtin_tasks("train")
     if n > len(tasks):
@@ -344,7 +344,7 @@ def run_loss_check(a: argparse.Namespace) -> None:
 
     from workbench import grpo
     from workbench.envs.harness import Harness
-    from workbench.prefix_logprobs import sequence_logprobs
+    from workbench.logprobs import sequence_logprobs
     from workbench.rollout.prompt import render_prompt
 
     g, max_len = a.check_g, a.max_completion_length

@@ -17,12 +17,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
+from workbench.domains.calendar import builtin_tasks  # noqa: E402
 from workbench.envs.harness import Harness  # noqa: E402
-from workbench.logprobs import completion_logprobs  # noqa: E402
+from workbench.logprobs import completion_logprobs, shared_prefix_logprobs  # noqa: E402
 from workbench.models import load_policy  # noqa: E402
-from workbench.prefix_logprobs import shared_prefix_logprobs  # noqa: E402
 from workbench.rollout.prompt import render_prompt  # noqa: E402
-from workbench.tasks import builtin_tasks  # noqa: E402
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from store import StoreError
+from workbench.view import StoreError
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,9 @@
 """WorkbenchApp: attaches to a run in the store, shows it, and steers it through the commands table.
 
-The UI writes only commands, verifier versions, labels and notes. It never owns the worker: quitting
-leaves a worker running (unless the user chose stop), and a UI can attach to a headless worker's run.
+The UI writes only commands, verifier versions, labels and notes, all through workbench.view. It never
+owns the worker: quitting leaves a worker running (unless the user chose stop), and a UI can attach to a
+headless worker's run. Which controls are allowed when is workbench.view.run_state's table: the keys
+(check_action), the footer, the command palette and the help screen all read it.
 """
 
 from __future__ import annotations
@@ -19,16 +21,24 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from screens.command_tracker import CommandTracker
-from screens.db import open_ui_db, thread_db
-from screens.format import LIVE_STATUSES, worker_state
+from screens.dashboard import DashboardScreen
+from screens.evals_screen import EvalsScreen
+from screens.events_screen import EventsScreen
+from screens.help_screen import HelpScreen
+from screens.modals import ConfirmScreen, PromptScreen
 from screens.palette import WorkbenchCommands
-from store import commands as sc
-from store import metrics as sm
-from store import runs as sr
+from screens.runs_screen import RunsScreen
+from screens.trajectory_screen import TrajectoryScreen
+from screens.verifier_editor import VerifierEditorScreen
+from workbench.view import ACTIONS, Run, RunState, View, allowed, key_action, start_worker
 
-RUN_ACTIONS = frozenset({"pause", "resume", "checkpoint", "eval", "stop", "trajectories", "evaluations", "verifier"})
 PaletteEntry = tuple[str, str, Callable[[], Any]]
-SCREEN_FOR = {"trajectories": "TrajectoryScreen", "evaluations": "EvalsScreen", "verifier": "VerifierEditorScreen"}
+# Keys that open a screen: hidden while that screen is open (frees footer room for keys that do something).
+SCREEN_KEYS: dict[str, type[Screen]] = {
+    "trajectories": TrajectoryScreen, "evaluations": EvalsScreen, "verifier": VerifierEditorScreen,
+    "events": EventsScreen,
+}
+RUN_KEYS = ("pause", "resume", "checkpoint", "eval", "stop")  # run controls with a key of their own
 
 
 class WorkbenchApp(App[None]):
@@ -37,13 +47,14 @@ class WorkbenchApp(App[None]):
     COMMANDS = App.COMMANDS | {WorkbenchCommands}
     BINDINGS = [
         Binding("p", "pause", "Pause", id="workbench.pause"),
-        Binding("r", "resume", "Resume", id="workbench.resume"),
+        Binding("r", "resume", "Resume", id="workbench.resume", tooltip="Resume, or start a worker when none runs"),
         Binding("c", "checkpoint", "Ckpt", id="workbench.checkpoint", tooltip="Save a checkpoint now"),
         Binding("e", "eval", "Eval", id="workbench.eval", tooltip="Run a held-out eval now"),
         Binding("s", "stop", "Stop", id="workbench.stop"),
         Binding("t", "trajectories", "Trajs", id="workbench.trajectories", tooltip="Browse trajectories"),
         Binding("E", "evaluations", "Evals", id="workbench.evaluations", tooltip="Evaluations screen"),
         Binding("v", "verifier", "Verif", id="workbench.verifier", tooltip="Verifier editor"),
+        Binding("l", "events", "Log", id="workbench.events", tooltip="The run's event log", show=False),
         Binding("question_mark", "help", "Help", id="workbench.help"),
         Binding("q", "quit", "Quit", id="workbench.quit", tooltip="Quit the UI (the worker keeps running)"),
     ]
@@ -71,52 +82,40 @@ class WorkbenchApp(App[None]):
         self.db_path = str(db_path)
         self.poll_s, self.clock, self.live_rows = poll_s, clock, live_rows
         # Validate here (on a throwaway connection) so a bad --db or --run fails before the screen opens.
-        check = open_ui_db(self.db_path)
-        try:
-            runs = sr.list_runs(check)
+        with View.open(self.db_path) as check:
+            runs = check.runs()
             if run_id is not None:
-                sr.get_run(check, run_id)
+                check.run(run_id)
             elif len(runs) == 1:
-                run_id = runs[0]["id"]
-        finally:
-            check.conn.close()
+                run_id = runs[0].id
         self.run_id: int | None = run_id
         self.runs_count = len(runs)
-        self.db: Any = None  # the event-loop thread's connection, opened on mount
-        self.run_row: dict[str, Any] | None = None
+        self.view: View | None = None  # the event-loop thread's connection, opened on mount
+        self.current_run: Run | None = None
         self.tracker = CommandTracker()
         self.stop_chosen = False
         self.worker_pid: int | None = None
-        self._state_key: tuple | None = None
-
-    @property
-    def db_ok(self) -> bool:
-        return self.db is not None
+        self._state: RunState | None = None
 
     # ---- lifecycle -----------------------------------------------------------------------------------
 
     def on_mount(self) -> None:
-        self.db = open_ui_db(self.db_path)
+        self.view = View.open(self.db_path)
         if self.run_id is not None:
             self.open_run(self.run_id)
         else:
-            from screens.runs_screen import RunsScreen
-
             self.push_screen(RunsScreen())
         self.set_interval(self.poll_s, self.tick)
 
     def open_run(self, run_id: int) -> None:
-        from screens.dashboard import DashboardScreen
-
+        assert self.view is not None
         self.run_id = run_id
-        self.run_row = sr.get_run(self.db, run_id)
-        self.sub_title = f"#{run_id} {self.run_row['name']}"
-        self._state_key = None
+        self.current_run = self.view.run(run_id)
+        self.sub_title = f"#{run_id} {self.current_run.name}"
+        self._state = None
         self.call_later(self._reset_to, DashboardScreen())
 
     def show_runs(self) -> None:
-        from screens.runs_screen import RunsScreen
-
         self.call_later(self._reset_to, RunsScreen())
 
     async def _reset_to(self, screen: Screen) -> None:
@@ -127,19 +126,21 @@ class WorkbenchApp(App[None]):
         else:
             await self.push_screen(screen)
 
+    def state(self) -> RunState | None:
+        """The run's status and worker liveness now, on the app's clock (tests freeze it)."""
+        return None if self.current_run is None else RunState.of(self.current_run, self.clock())
+
     def tick(self) -> None:
-        """Refresh the run row (one primary-key read) and collect worker answers to our commands."""
-        if self.run_id is None or self.db is None:
+        """Refresh the run (one primary-key read) and collect worker answers to our commands."""
+        if self.run_id is None or self.view is None:
             return
-        self.run_row = sr.get_run(self.db, self.run_id)
-        now = self.clock()
-        state = worker_state(self.run_row, now)
-        key = (self.run_row["status"], state)
-        if key != self._state_key:
-            self._state_key = key
+        self.current_run = self.view.run(self.run_id)
+        state = self.state()
+        if state != self._state:
+            self._state = state
             self.refresh_bindings()
         if self.tracker.pending:
-            answered, overdue = self.tracker.poll(self.db, now, state == "alive")
+            answered, overdue = self.tracker.poll(self.view, self.clock(), bool(state and state.alive))
             for a in answered:
                 self.notify(a.message, title=f"{a.kind}: {'done' if a.ok else 'failed'}",
                             severity="information" if a.ok else "error")
@@ -156,8 +157,8 @@ class WorkbenchApp(App[None]):
     # Not exclusive: two quick commands must both be written, never one cancel the other.
     @work(thread=True, group="commands", exit_on_error=False)
     def _enqueue(self, run_id: int, kind: str, payload: dict[str, Any] | None) -> None:
-        with thread_db(self.db_path) as db:
-            command_id = sc.enqueue(db, run_id, kind, payload)
+        with View.open(self.db_path) as view:
+            command_id = view.enqueue(run_id, kind, payload)
         self.post_message(self.CommandQueued(command_id, kind, payload))
 
     def on_workbench_app_command_queued(self, message: CommandQueued) -> None:
@@ -166,8 +167,6 @@ class WorkbenchApp(App[None]):
 
     @work(thread=True, group="start-worker", exclusive=True, exit_on_error=False)
     def _start_worker(self, run_id: int) -> None:
-        from workbench.worker import start_worker  # lazy: the engine (and torch) load only when asked
-
         proc = start_worker(self.db_path, run_id)
         self.post_message(self.WorkerStarted(getattr(proc, "pid", None)))
 
@@ -182,30 +181,51 @@ class WorkbenchApp(App[None]):
             self.notify(f"{type(error).__name__}: {error}", title=f"{event.worker.name} failed", severity="error",
                         timeout=8)
 
-    # ---- state ---------------------------------------------------------------------------------------
-
-    def worker_alive(self) -> bool:
-        return self.run_row is not None and worker_state(self.run_row, self.clock()) == "alive"
+    # ---- what is allowed now -------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action not in RUN_ACTIONS:
-            return True
-        if self.run_row is None:
-            return False
-        if action in ("trajectories", "evaluations", "verifier"):
-            # No key for the screen already open: it frees footer room for the keys that do something.
-            return type(self.screen).__name__ != SCREEN_FOR[action]
-        status, alive = self.run_row["status"], self.worker_alive()
-        # Controls only a live worker can answer are hidden without one (r then starts a worker).
-        if action == "pause":
-            return status in ("running", "starting") and alive
-        if action == "resume":
-            return status in ("paused", "pausing") or (not alive and status != "finished")
-        if action == "stop":
-            return alive or status in (*LIVE_STATUSES, "paused")
-        if action in ("checkpoint", "eval"):
-            return alive
+        if action in SCREEN_KEYS:
+            return self.current_run is not None and not isinstance(self.screen, SCREEN_KEYS[action])
+        if action in RUN_KEYS:
+            return key_action(action, self.state()) is not None
         return True
+
+    def palette_commands(self) -> list[PaletteEntry]:
+        """What the command palette offers now: the run controls the table allows, then the screens."""
+        out: list[PaletteEntry] = []
+        state = self.state()
+        if self.current_run is not None and state is not None:
+            config = self.current_run.config
+            dash = self.dashboard()
+            task_id = dash.task_filter if dash is not None else None
+            handlers: dict[str, tuple[str, Callable[[], Any]] | None] = {
+                "pause": ("p", self.action_pause), "resume": ("r", self.action_resume),
+                "start_worker": ("r", self.action_resume), "checkpoint": ("c", self.action_checkpoint),
+                "eval": ("e", self.action_eval), "stop": ("s", self.action_stop),
+                "set_lr": ("", lambda: self._ask_number("set_lr", "lr", "New learning rate", config.get("learning_rate"))),
+                "set_temperature": ("", lambda: self._ask_number("set_temperature", "temperature",
+                                                                 "New sampling temperature", config.get("temperature"))),
+                "sample": None if task_id is None else
+                ("", lambda: self.send_command("sample", {"task_id": task_id, "n": 8})),
+            }
+            now = {"set_lr": f"now {config.get('learning_rate', '?')}",
+                   "set_temperature": f"now {config.get('temperature', '?')}"}
+            for action in ACTIONS:
+                handler = handlers.get(action.name)
+                if handler is None or not allowed(action.name, state):
+                    continue
+                key, callback = handler
+                title = action.title.replace("the selected task", f"task {task_id}") if action.name == "sample" else action.title
+                out.append((title, now.get(action.name, action.help) + (f" ({key})" if key else ""), callback))
+            out.append(("Trajectories", "browse, filter, search and label (t)", self.action_trajectories))
+            out.append(("Evaluations", "baseline vs checkpoints, warning flags (E)", self.action_evaluations))
+            out.append(("Verifier editor", "edit, dry-run and apply the reward code (v)", self.action_verifier))
+            out.append(("Event log", "status changes, resumes, verifier swaps, with their reasons (l)", self.action_events))
+        if self.runs_count > 1:
+            out.append(("Switch run", "choose another run in this database", self.show_runs))
+        out.append(("Keys", "every key binding (?)", self.action_help))
+        out.append(("Quit", "the worker keeps running unless you stopped it (q)", self.exit))
+        return out
 
     # ---- actions -------------------------------------------------------------------------------------
 
@@ -213,7 +233,7 @@ class WorkbenchApp(App[None]):
         self.send_command("pause")
 
     def action_resume(self) -> None:
-        if self.worker_alive():
+        if key_action("resume", self.state()) == "resume":
             self.send_command("resume")
         elif self.run_id is not None:
             self.notify("no live worker: starting one for this run", title="resume")
@@ -226,32 +246,23 @@ class WorkbenchApp(App[None]):
         self.send_command("eval")
 
     def action_stop(self) -> None:
-        from screens.modals import ConfirmScreen
-
         def answered(yes: bool | None) -> None:
             if yes:
                 self.stop_chosen = True
                 self.send_command("stop")
 
-        name = (self.run_row or {}).get("name", "")
+        name = self.current_run.name if self.current_run else ""
         # Before the first checkpoint (baseline eval, SFT warm-up) there is nothing to save: say so.
-        first = self.db is None or sm.latest_checkpoint(self.db, self.run_id) is not None
+        first = self.view is None or self.run_id is None or self.view.latest_checkpoint(self.run_id) is not None
         what = ("The worker finishes its current group, saves a checkpoint and exits." if first else
                 "No checkpoint yet (the first is written when the SFT warm-up ends): the worker exits at its "
                 "next safe point and a resume starts the warm-up over. Everything stored so far is kept.")
-        self.push_screen(
-            ConfirmScreen(f"Stop run #{self.run_id} {name}?", what, yes="Stop"),
-            answered,
-        )
+        self.push_screen(ConfirmScreen(f"Stop run #{self.run_id} {name}?", what, yes="Stop"), answered)
 
-    def dashboard(self) -> Any:
-        from screens.dashboard import DashboardScreen
-
+    def dashboard(self) -> DashboardScreen | None:
         return next((s for s in self.screen_stack if isinstance(s, DashboardScreen)), None)
 
     def open_trajectories(self, *, anchor_id: int | None = None) -> None:
-        from screens.trajectory_screen import TrajectoryScreen
-
         if isinstance(self.screen, TrajectoryScreen):
             return
         dash = self.dashboard()
@@ -262,29 +273,33 @@ class WorkbenchApp(App[None]):
         self.open_trajectories(anchor_id=dash.highlighted_rollout() if dash is self.screen else None)
 
     def action_evaluations(self) -> None:
-        from screens.evals_screen import EvalsScreen
-
         if not isinstance(self.screen, EvalsScreen):
             self.push_screen(EvalsScreen())
 
     def action_verifier(self) -> None:
-        from screens.verifier_editor import VerifierEditorScreen
-
         if not isinstance(self.screen, VerifierEditorScreen):
             self.push_screen(VerifierEditorScreen())
 
-    def action_help(self) -> None:
-        from screens.help_screen import HelpScreen
+    def action_events(self) -> None:
+        if not isinstance(self.screen, EventsScreen):
+            self.push_screen(EventsScreen())
 
+    def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             # Composed once and kept installed: its tables of every screen's keys never change.
             if not self.is_screen_installed("help"):
-                self.install_screen(HelpScreen(), "help")
+                self.install_screen(HelpScreen(self.help_sections()), "help")
             self.push_screen("help")
 
-    def _ask_number(self, kind: str, key: str, title: str, current: Any) -> None:
-        from screens.modals import PromptScreen
+    def help_sections(self) -> list[tuple[str, list[Binding]]]:
+        return [("Everywhere", list(self.BINDINGS))] + [
+            (title, list(cls.BINDINGS)) for title, cls in (
+                ("Dashboard", DashboardScreen), ("Trajectories", TrajectoryScreen),
+                ("Verifier editor", VerifierEditorScreen), ("Evaluations", EvalsScreen), ("Event log", EventsScreen),
+            )
+        ]
 
+    def _ask_number(self, kind: str, key: str, title: str, current: Any) -> None:
         def got(value: str | None) -> None:
             if value is None or not value.strip():
                 return
@@ -296,42 +311,6 @@ class WorkbenchApp(App[None]):
             self.send_command(kind, {key: number})
 
         self.push_screen(PromptScreen(title, value="" if current is None else str(current)), got)
-
-    def palette_commands(self) -> list[PaletteEntry]:
-        """What the command palette offers now; state decides (Resume only when paused, ...)."""
-        out: list[PaletteEntry] = []
-        if self.run_row is not None:
-            status, alive = self.run_row["status"], self.worker_alive()
-            config = self.run_row.get("config") or {}
-            if status in ("running", "starting") and alive:
-                out.append(("Pause training", "pause at the next safe point (p)", self.action_pause))
-            if status in ("paused", "pausing") and alive:
-                out.append(("Resume training", "continue from where it paused (r)", self.action_resume))
-            if not alive and status != "finished":
-                out.append(("Start worker", "spawn the training worker for this run (r)", self.action_resume))
-            if alive:
-                out.append(("Save checkpoint now", "adapter, optimizer, RNG and step (c)", self.action_checkpoint))
-                out.append(("Run held-out eval now", "evaluate the current policy (e)", self.action_eval))
-                out.append(("Set learning rate…", f"now {config.get('learning_rate', '?')}",
-                            lambda: self._ask_number("set_lr", "lr", "New learning rate", config.get("learning_rate"))))
-                out.append(("Set sampling temperature…", f"now {config.get('temperature', '?')}",
-                            lambda: self._ask_number("set_temperature", "temperature", "New sampling temperature",
-                                                     config.get("temperature"))))
-                dash = self.dashboard()
-                if dash is not None and dash.task_filter is not None:
-                    tid = dash.task_filter
-                    out.append((f"Sample 8 completions of task {tid}", "the worker samples the selected task",
-                                lambda: self.send_command("sample", {"task_id": tid, "n": 8})))
-            if alive or status in (*LIVE_STATUSES, "paused"):
-                out.append(("Stop run", "checkpoint and exit the worker, after a confirm (s)", self.action_stop))
-            out.append(("Trajectories", "browse, filter, search and label (t)", self.action_trajectories))
-            out.append(("Evaluations", "baseline vs checkpoints, warning flags (E)", self.action_evaluations))
-            out.append(("Verifier editor", "edit, dry-run and apply the reward code (v)", self.action_verifier))
-        if self.runs_count > 1:
-            out.append(("Switch run", "choose another run in this database", self.show_runs))
-        out.append(("Keys", "every key binding (?)", self.action_help))
-        out.append(("Quit", "the worker keeps running unless you stopped it (q)", self.exit))
-        return out
 
 
 def run_tui(db_path: str | Path = "workbench.db", run_id: int | None = None) -> None:

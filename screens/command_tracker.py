@@ -6,10 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import sqlite_utils
-
 from screens.format import clip, compact_json
-from store import commands as sc
+from workbench.view import View
 
 UNANSWERED_WARN_S = 10.0
 
@@ -39,17 +37,17 @@ class CommandTracker:
     def add(self, command_id: int, kind: str, payload: dict[str, Any] | None, now: float) -> None:
         self.pending[command_id] = Sent(command_id, kind, payload, now)
 
-    def poll(self, db: sqlite_utils.Database, now: float, worker_alive: bool) -> tuple[list[Answer], list[Sent]]:
+    def poll(self, view: View, now: float, worker_alive: bool) -> tuple[list[Answer], list[Sent]]:
         """(answered since last poll, newly overdue without a live worker)."""
         answered, overdue = [], []
         for cid, sent in list(self.pending.items()):
-            row = sc.get_command(db, cid)
-            if row is None:
+            command = view.command(cid)
+            if command is None:
                 del self.pending[cid]
                 continue
-            if row["status"] in ("done", "failed"):
+            if command.answered:
                 del self.pending[cid]
-                answer = Answer(cid, sent.kind, row["status"] == "done", describe_result(row.get("result")))
+                answer = Answer(cid, sent.kind, command.status == "done", describe_result(command.result))
                 self.answers.append(answer)
                 answered.append(answer)
             elif not sent.warned and not worker_alive and now - sent.sent_at > UNANSWERED_WARN_S:

@@ -1,10 +1,11 @@
-"""Which training curves exist, where their points come from, and downsampling to the plot's width."""
+"""Which training curves exist and downsampling to the plot's width (the points: workbench.view)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from workbench.view import Trajectory
 
 
 @dataclass(frozen=True)
@@ -24,34 +25,6 @@ CURVES: tuple[Curve, ...] = (
     Curve("entropy", "entropy", ("entropy",)),
     Curve("length", "completion length", ("completions/mean_length",)),
 )
-
-
-def metric_points(steps: Sequence[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
-    xs, ys = [], []
-    for s in steps:
-        v = (s.get("metrics") or {}).get(key)
-        if isinstance(v, (int, float)) and v == v:  # skip NaN
-            xs.append(float(s["step"]))
-            ys.append(float(v))
-    return xs, ys
-
-
-def eval_points(evals: Sequence[dict[str, Any]], key: str = "success_rate") -> tuple[list[float], list[float]]:
-    xs, ys = [], []
-    for e in evals:
-        v = (e.get("metrics") or {}).get(key)
-        if not e.get("is_baseline") and isinstance(v, (int, float)):
-            xs.append(float(e["step"]))
-            ys.append(float(v))
-    return xs, ys
-
-
-def baseline_value(evals: Sequence[dict[str, Any]], key: str = "success_rate") -> float | None:
-    for e in evals:
-        v = (e.get("metrics") or {}).get(key)
-        if e.get("is_baseline") and isinstance(v, (int, float)):
-            return float(v)
-    return None
 
 
 def downsample(xs: Sequence[float], ys: Sequence[float], max_points: int) -> tuple[list[float], list[float]]:
@@ -74,12 +47,12 @@ class StepSeries:
     def __init__(self) -> None:
         self.sums: dict[int, tuple[float, int]] = {}
 
-    def add(self, rows: Sequence[dict[str, Any]]) -> None:
+    def add(self, rows: Sequence[Trajectory]) -> None:
         for r in rows:
-            if r.get("reward") is None or r.get("split") not in (None, "train"):
+            if r.reward is None or r.split != "train":
                 continue
-            s, n = self.sums.get(r["step"], (0.0, 0))
-            self.sums[r["step"]] = (s + float(r["reward"]), n + 1)
+            s, n = self.sums.get(r.step, (0.0, 0))
+            self.sums[r.step] = (s + r.reward, n + 1)
 
     def points(self) -> tuple[list[float], list[float]]:
         steps = sorted(self.sums)

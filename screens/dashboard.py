@@ -18,20 +18,26 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from screens.curves import StepSeries
-from screens.db import read_snapshot, thread_db
 from screens.format import task_label
 from screens.widgets.curves_pane import CurvesPane
 from screens.widgets.rollouts_pane import RolloutsPane
 from screens.widgets.scores_pane import ScoresPane
 from screens.widgets.status_bar import Banner, StatusBar, banner_text, status_text
 from screens.widgets.tasks_pane import TasksPane
-from store import metrics as sm
-from store import tasks as stasks
-from store import trajectories as st
-from store import verifiers as sv
+from workbench.view import (
+    Checkpoint,
+    Eval,
+    Step,
+    Task,
+    TaskRow,
+    Trajectory,
+    TrajectoryFilter,
+    VerifierVersion,
+    View,
+)
 
 if TYPE_CHECKING:
-    from screens.app import WorkbenchApp
+    from screens.host import Host
 
 FEED_LIMIT = 500  # rows per poll; a backlog drains over a few polls instead of one long one
 TASK_SERIES_CAP = 20_000  # rows read to build a task's reward curve (newest first)
@@ -40,14 +46,14 @@ SLOW_EVERY = 4  # polls between reads of things that change rarely (evals, check
 
 @dataclass
 class Initial:
-    newest: list[dict[str, Any]]
+    newest: list[Trajectory]
     boundary: int
-    stats: list[dict[str, Any]]
-    tasks: dict[int, dict[str, Any]]
-    steps: list[dict[str, Any]]
-    evals: list[dict[str, Any]]
-    verifier: dict[str, Any] | None
-    checkpoint: dict[str, Any] | None
+    stats: list[TaskRow]
+    tasks: dict[int, Task]
+    steps: list[Step]
+    evals: list[Eval]
+    verifier: VerifierVersion | None
+    checkpoint: Checkpoint | None
     generation: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -79,11 +85,11 @@ class DashboardScreen(Screen):
         self.loaded = False
         self.last_id = 0
         self.last_step = -1
-        self.steps: list[dict[str, Any]] = []
-        self.evals: list[dict[str, Any]] = []
-        self.verifier: dict[str, Any] | None = None
-        self.checkpoint: dict[str, Any] | None = None
-        self.tasks: dict[int, dict[str, Any]] = {}
+        self.steps: list[Step] = []
+        self.evals: list[Eval] = []
+        self.verifier: VerifierVersion | None = None
+        self.checkpoint: Checkpoint | None = None
+        self.tasks: dict[int, Task] = {}
         self.task_filter: int | None = None
         self.score_step: int | None = None
         self._score_dirty = True
@@ -93,7 +99,7 @@ class DashboardScreen(Screen):
         self._task_series: StepSeries | None = None
 
     @property
-    def wb(self) -> WorkbenchApp:
+    def wb(self) -> Host:
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
@@ -107,7 +113,7 @@ class DashboardScreen(Screen):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        self.sub_title = (self.wb.run_row or {}).get("name", "")
+        self.sub_title = self.wb.current_run.name if self.wb.current_run else ""
         self.reload()
         self.set_interval(self.wb.poll_s, self.poll)
 
@@ -122,18 +128,17 @@ class DashboardScreen(Screen):
     @work(thread=True, exclusive=True, group="dashboard-load", exit_on_error=False)
     def _load(self, generation: int) -> None:
         run_id, n = self.wb.run_id, self.wb.live_rows
-        with thread_db(self.wb.db_path) as db, read_snapshot(db):
-            newest = st.page_trajectories(db, st.TrajectoryFilter(run_id), limit=n).rows[::-1]
-            top = st.page_trajectories(db, st.TrajectoryFilter(run_id, include_superseded=True), limit=1).rows
+        assert run_id is not None
+        with View.open(self.wb.db_path) as view, view.snapshot():
             data = Initial(
-                newest=newest,
-                boundary=top[0]["id"] if top else 0,
-                stats=stasks.task_stats(db, run_id),
-                tasks={t["id"]: t for t in stasks.list_tasks(db)},
-                steps=sm.steps_since(db, run_id, -1),
-                evals=sm.list_evals(db, run_id),
-                verifier=sv.active_verifier(db, run_id),
-                checkpoint=sm.latest_checkpoint(db, run_id),
+                newest=view.page(TrajectoryFilter(run_id), limit=n).rows[::-1],
+                boundary=view.newest_id(run_id),
+                stats=view.task_stats(run_id),
+                tasks=view.tasks(),
+                steps=view.steps(run_id),
+                evals=view.evals(run_id),
+                verifier=view.active_verifier(run_id),
+                checkpoint=view.latest_checkpoint(run_id),
                 generation=generation,
             )
         self.post_message(self.Loaded(data))
@@ -144,7 +149,7 @@ class DashboardScreen(Screen):
             return
         self.tasks = d.tasks
         self.steps = d.steps
-        self.last_step = d.steps[-1]["step"] if d.steps else -1
+        self.last_step = d.steps[-1].step if d.steps else -1
         self.evals, self.verifier, self.checkpoint = d.evals, d.verifier, d.checkpoint
         self.last_id = d.boundary
         tasks_pane, rollouts = self.query_one(TasksPane), self.query_one(RolloutsPane)
@@ -155,8 +160,8 @@ class DashboardScreen(Screen):
             rollouts.replace(d.newest)
         else:
             self._filter_changed()
-        train = [r for r in d.newest if r.get("split") == "train"]
-        self.score_step = max((r["step"] for r in train), default=self.last_step if self.last_step >= 0 else None)
+        train = [r for r in d.newest if r.split == "train"]
+        self.score_step = max((r.step for r in train), default=self.last_step if self.last_step >= 0 else None)
         self._score_dirty = True
         self.query_one(CurvesPane).set_data(steps=self.steps, evals=self.evals)
         self.loaded = True
@@ -166,72 +171,67 @@ class DashboardScreen(Screen):
 
     def poll(self) -> None:
         """Read only what is new since the last poll: rows by id, steps by number (indexed, fast)."""
-        run = self.wb.run_row
-        if run is None or not self.loaded or not self.wb.db_ok:
+        run, view, run_id = self.wb.current_run, self.wb.view, self.wb.run_id
+        if run is None or view is None or run_id is None or not self.loaded:
             return
-        status = run.get("status")
+        status = run.status
         if self._last_status in ("paused", "stopped", "crashed", "created") and status in ("starting", "running"):
             # A resume may restart from a checkpoint and supersede later rows: take a fresh snapshot.
             self._last_status = status
             self.reload()
             return
         self._last_status = status
-        db = self.wb.db
         self._polls += 1
-        rows = st.trajectories_since(db, self.wb.run_id, self.last_id, limit=FEED_LIMIT)
+        rows = view.trajectories_since(run_id, self.last_id, limit=FEED_LIMIT)
         if rows:
-            self.last_id = rows[-1]["id"]
-            live = [r for r in rows if not r.get("superseded")]
-            for tid in {r["task_id"] for r in live if r.get("task_id") is not None} - self.tasks.keys():
-                task = stasks.get_task(db, tid)
+            self.last_id = rows[-1].id
+            live = [r for r in rows if not r.superseded]
+            for tid in {r.task_id for r in live if r.task_id is not None} - self.tasks.keys():
+                task = view.task(tid)
                 if task:
                     self.tasks[tid] = task
             self.query_one(TasksPane).add_rows(live)
             self.query_one(RolloutsPane).add(live)
             if self._task_series is not None:
-                self._task_series.add([r for r in live if r.get("task_id") == self.task_filter])
+                self._task_series.add([r for r in live if r.task_id == self.task_filter])
                 self.query_one(CurvesPane).set_task_series(self._task_series, self._task_name())
-            train_steps = [r["step"] for r in live if r.get("split") == "train"]
+            train_steps = [r.step for r in live if r.split == "train"]
             if train_steps and (self.score_step is None or max(train_steps) >= self.score_step):
                 self.score_step = max(train_steps)
                 self._score_dirty = True
-        new_steps = sm.steps_since(db, self.wb.run_id, self.last_step)
+        new_steps = view.steps(run_id, self.last_step)
         if new_steps:
             self.steps = self.steps + new_steps
-            self.last_step = new_steps[-1]["step"]
+            self.last_step = new_steps[-1].step
             self._score_dirty = True
         if new_steps or self._polls % SLOW_EVERY == 0:
-            self.evals = sm.list_evals(db, self.wb.run_id)
-            self.checkpoint = sm.latest_checkpoint(db, self.wb.run_id)
-            self.verifier = sv.active_verifier(db, self.wb.run_id)
+            self.evals = view.evals(run_id)
+            self.checkpoint = view.latest_checkpoint(run_id)
+            self.verifier = view.active_verifier(run_id)
             self.query_one(CurvesPane).set_data(steps=self.steps if new_steps else None, evals=self.evals)
         self.refresh_view()
 
     def refresh_view(self) -> None:
-        run = self.wb.run_row
-        if run is None:
+        run, state = self.wb.current_run, self.wb.state()
+        if run is None or state is None:
             return
         now = self.wb.clock()
         note = f"task {self._task_name()}" if self.task_filter is not None else ""
         bar = self.query_one(StatusBar)
-        bar.show(status_text(run, self.steps, verifier=self.verifier, checkpoint=self.checkpoint, now=now,
+        bar.show(status_text(run, state, self.steps, verifier=self.verifier, checkpoint=self.checkpoint,
                              task_note=note, width=bar.content_size.width))
-        self.query_one(Banner).show(banner_text(run, now))
+        self.query_one(Banner).show(banner_text(run, state, now))
         self.query_one(TasksPane).redraw()
         if self._score_dirty and self.loaded:
             self._score_dirty = False
             self.query_one(ScoresPane).show(self.score_step, self._score_rows(), self.steps, note)
         self.query_one(CurvesPane).redraw()
 
-    def _score_rows(self) -> list[dict[str, Any]]:
-        if self.score_step is None:
+    def _score_rows(self) -> list[Trajectory]:
+        view, run_id = self.wb.view, self.wb.run_id
+        if self.score_step is None or view is None or run_id is None:
             return []
-        db, run_id = self.wb.db, self.wb.run_id
-        if self.task_filter is None:
-            return st.step_rewards(db, run_id, self.score_step)
-        flt = st.TrajectoryFilter(run_id, step_min=self.score_step, step_max=self.score_step, split="train",
-                                  task_id=self.task_filter)
-        return st.page_trajectories(db, flt, limit=1000).rows
+        return view.step_rows(run_id, self.score_step, task_id=self.task_filter)
 
     # ---- task filter ---------------------------------------------------------------------------------
 
@@ -251,9 +251,10 @@ class DashboardScreen(Screen):
     def _filter_changed(self) -> None:
         rollouts = self.query_one(RolloutsPane)
         rollouts.task_filter = self.task_filter
-        flt = st.TrajectoryFilter(self.wb.run_id, task_id=self.task_filter)
+        assert self.wb.view is not None and self.wb.run_id is not None
+        flt = TrajectoryFilter(self.wb.run_id, task_id=self.task_filter)
         # Indexed on (run_id, task_id, id): the newest rows of one task come straight off the index.
-        rollouts.replace(st.page_trajectories(self.wb.db, flt, limit=self.wb.live_rows).rows[::-1])
+        rollouts.replace(self.wb.view.page(flt, limit=self.wb.live_rows).rows[::-1])
         curves = self.query_one(CurvesPane)
         self._task_series = None
         curves.set_task_series(None)
@@ -267,12 +268,13 @@ class DashboardScreen(Screen):
     def _load_task_series(self, task_id: int, boundary: int) -> None:
         """The task's per-step mean reward from its rows up to `boundary`; newer ones come from the feed."""
         series = StepSeries()
-        flt = st.TrajectoryFilter(self.wb.run_id, task_id=task_id, split="train")
+        assert self.wb.run_id is not None
+        flt = TrajectoryFilter(self.wb.run_id, task_id=task_id, split="train")
         after: tuple | None = (boundary + 1,)
         read = 0
-        with thread_db(self.wb.db_path) as db:
+        with View.open(self.wb.db_path) as view:
             while after is not None and read < TASK_SERIES_CAP:
-                page = st.page_trajectories(db, flt, after=after, limit=500)
+                page = view.page(flt, after=after, limit=500)
                 series.add(page.rows)
                 read += len(page.rows)
                 after = page.next_cursor
@@ -300,7 +302,8 @@ class DashboardScreen(Screen):
         if action == "clear_task":
             return self.task_filter is not None
         if action == "show_error":
-            return bool((self.wb.run_row or {}).get("status") == "crashed" and (self.wb.run_row or {}).get("error"))
+            run = self.wb.current_run
+            return bool(run and run.status == "crashed" and run.error)
         return True
 
     def action_sort_tasks(self) -> None:
@@ -315,5 +318,6 @@ class DashboardScreen(Screen):
     def action_show_error(self) -> None:
         from screens.modals import TextScreen
 
-        run = self.wb.run_row or {}
-        self.app.push_screen(TextScreen(f"Run #{run.get('id')} crashed", run.get("error") or ""))
+        run = self.wb.current_run
+        if run is not None:
+            self.app.push_screen(TextScreen(f"Run #{run.id} crashed", run.error or ""))

@@ -3,7 +3,7 @@ for the usual ways GRPO goes wrong (overfitting, length drift, JSON regressions)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
@@ -14,14 +14,21 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual_plotext import PlotextPlot
 
-from screens.curves import baseline_value, eval_points
-from screens.db import thread_db
-from screens.eval_logic import best_eval, eval_flags
 from screens.format import num, pct
-from store import metrics as sm
+from workbench.view import (
+    Checkpoint,
+    Eval,
+    Step,
+    View,
+    baseline_value,
+    best_eval,
+    eval_flags,
+    eval_points,
+    eval_rows,
+)
 
 if TYPE_CHECKING:
-    from screens.app import WorkbenchApp
+    from screens.host import Host
 
 # Widths include a one-space gap (no cell padding), so all twelve columns fit 80 terminal columns.
 COLUMNS = (("", "mark", 7), ("step", "step", 5), ("mode", "mode", 7), ("json", "json", 5), ("tool", "tool", 5),
@@ -37,20 +44,19 @@ class EvalsScreen(Screen):
     ]
 
     class Loaded(Message):
-        def __init__(self, evals: list[dict[str, Any]], checkpoints: list[dict[str, Any]],
-                     steps: list[dict[str, Any]]) -> None:
+        def __init__(self, evals: list[Eval], checkpoints: list[Checkpoint], steps: list[Step]) -> None:
             super().__init__()
             self.evals, self.checkpoints, self.steps = evals, checkpoints, steps
 
     def __init__(self) -> None:
         super().__init__()
         self.mode: str | None = None  # None: all modes
-        self.evals: list[dict[str, Any]] = []
-        self.best: dict[str, Any] | None = None
+        self.evals: list[Eval] = []
+        self.best: Eval | None = None
         self._count = -1
 
     @property
-    def wb(self) -> WorkbenchApp:
+    def wb(self) -> Host:
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
@@ -69,55 +75,53 @@ class EvalsScreen(Screen):
 
     def _check_new(self) -> None:
         # A cheap indexed read; the full reload (steps for the flags) happens in a thread when evals change.
-        if len(sm.list_evals(self.wb.db, self.wb.run_id)) != self._count:
+        view, run_id = self.wb.view, self.wb.run_id
+        if view is not None and run_id is not None and len(view.evals(run_id)) != self._count:
             self._load()
 
     @work(thread=True, exclusive=True, exit_on_error=False)
     def _load(self) -> None:
-        with thread_db(self.wb.db_path) as db:
-            evals = sm.list_evals(db, self.wb.run_id)
-            checkpoints = sm.list_checkpoints(db, self.wb.run_id)
-            steps = sm.steps_since(db, self.wb.run_id, -1)
+        run_id = self.wb.run_id
+        assert run_id is not None
+        with View.open(self.wb.db_path) as view, view.snapshot():
+            evals, checkpoints, steps = view.evals(run_id), view.checkpoints(run_id), view.steps(run_id)
         self.post_message(self.Loaded(evals, checkpoints, steps))
 
     def on_evals_screen_loaded(self, message: Loaded) -> None:
         self._count = len(message.evals)
-        evals = [e for e in message.evals if self.mode is None or e["mode"] == self.mode]
-        self.evals = evals
-        self.best = best_eval(evals)
-        ckpt_step = {c["id"]: c["step"] for c in message.checkpoints}
-        base = next((e for e in evals if e.get("is_baseline")), None)
-        base_success = (base or {}).get("metrics", {}).get("success_rate")
+        rows = eval_rows(message.evals, message.checkpoints, self.mode)
+        self.evals = [r.eval for r in rows]
+        self.best = best_eval(self.evals)
+        base_success = baseline_value(self.evals)
         table = self.query_one(DataTable)
         table.clear()
-        # Baseline first, then checkpoints in step order.
-        for e in sorted(evals, key=lambda e: (not e.get("is_baseline"), e["step"], e["id"])):
-            m = e.get("metrics") or {}
-            is_best = self.best is not None and e["id"] == self.best["id"]
-            mark = Text("★ best", style="bold green") if is_best else Text("base", style="bold") if e.get("is_baseline") else Text("")
-            success = Text(pct(m.get("success_rate"), 1), style="bold" if is_best else "")
-            if m.get("success_ci_low") is not None and m.get("success_ci_high") is not None:
-                success.append(f" {100 * m['success_ci_low']:.0f}–{100 * m['success_ci_high']:.0f}", style="dim")
-            delta = None if base_success is None or m.get("success_rate") is None or e.get("is_baseline") \
-                else m["success_rate"] - base_success
+        for r in rows:  # baseline first, then checkpoints in step order
+            e = r.eval
+            is_best = self.best is not None and e.id == self.best.id
+            mark = Text("★ best", style="bold green") if is_best else Text("base", style="bold") if e.is_baseline else Text("")
+            success = Text(pct(e.success, 1), style="bold" if is_best else "")
+            lo, hi = e.metric("success_ci_low"), e.metric("success_ci_high")
+            if lo is not None and hi is not None:
+                success.append(f" {100 * lo:.0f}–{100 * hi:.0f}", style="dim")
+            delta = None if base_success is None or e.success is None or e.is_baseline else e.success - base_success
+            unsafe = e.metric("unsafe_rate")
             # A checkpoint saved at another step than its eval says so after the step.
-            ck = ckpt_step.get(e.get("checkpoint_id"))
+            ck = r.checkpoint_step
             table.add_row(
-                mark, str(e["step"]) if ck in (None, e["step"]) else f"{e['step']}@{ck}",
-                e["mode"], pct(m.get("valid_json_rate")), pct(m.get("correct_tool_rate")), pct(m.get("correct_args_rate")),
-                success,
+                mark, str(e.step) if ck in (None, e.step) else f"{e.step}@{ck}",
+                e.mode, pct(e.metric("valid_json_rate")), pct(e.metric("correct_tool_rate")),
+                pct(e.metric("correct_args_rate")), success,
                 Text("" if delta is None else f"{100 * delta:+.0f}pp", style="green" if (delta or 0) > 0 else "red"),
-                Text(pct(m.get("unsafe_rate")), style="bold red" if (m.get("unsafe_rate") or 0) > 0 else ""),
-                f"{num(m.get('mean_latency_s'), 2)}s", num(m.get("mean_tokens"), 0), str(m.get("n", "–")),
-                key=str(e["id"]),
+                Text(pct(unsafe), style="bold red" if (unsafe or 0) > 0 else ""),
+                f"{num(e.metric('mean_latency_s'), 2)}s", num(e.metric("mean_tokens"), 0), str(e.metrics.get("n", "–")),
+                key=str(e.id),
             )
         mode = self.mode or "all modes"
-        best = f" · best: step {self.best['step']} ({pct((self.best.get('metrics') or {}).get('success_rate'), 1)})" \
-            if self.best else ""
+        best = f" · best: step {self.best.step} ({pct(self.best.success, 1)})" if self.best else ""
         self.query_one("#evals-title", Static).update(
             Text(f"Evaluations on held-out tasks · {mode} (m switches){best}", style="bold")
         )
-        flags = eval_flags(message.steps, evals)
+        flags = eval_flags(message.steps, self.evals)
         body = Text()
         if not flags:
             body.append("no warning flags", style="dim")
@@ -126,9 +130,9 @@ class EvalsScreen(Screen):
             body.append(f.message + "\n")
         body.rstrip()
         self.query_one("#evals-flags", Static).update(body)
-        self._plot(evals)
+        self._plot(self.evals)
 
-    def _plot(self, evals: list[dict[str, Any]]) -> None:
+    def _plot(self, evals: list[Eval]) -> None:
         plot = self.query_one(PlotextPlot)
         plt = plot.plt
         plt.clear_figure()

@@ -11,7 +11,7 @@ from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
-from store.trajectories import TrajectoryFilter
+from workbench.view import TrajectoryFilter, VerifierVersion
 
 SPLITS = ("train", "held_out", "probe")
 
@@ -31,7 +31,7 @@ class FilterScreen(ModalScreen[TrajectoryFilter | None]):
     FilterScreen Grid Label { padding: 1 0 0 0; }
     """
 
-    def __init__(self, flt: TrajectoryFilter, verifiers: list[dict[str, Any]]) -> None:
+    def __init__(self, flt: TrajectoryFilter, verifiers: list[VerifierVersion]) -> None:
         super().__init__()
         self.flt = flt
         self.verifiers = verifiers
@@ -57,8 +57,7 @@ class FilterScreen(ModalScreen[TrajectoryFilter | None]):
                 yield Input(text(f.task_id), id="task_id", type="integer")
                 yield Label("verifier")
                 yield Select(
-                    [(f"{v['name']} v{v['version']}" + (" (active)" if v.get("active") else ""), v["id"])
-                     for v in self.verifiers],
+                    [(v.title + (" (active)" if v.active else ""), v.id) for v in self.verifiers],
                     value=f.verifier_id if f.verifier_id is not None else Select.NULL, allow_blank=True,
                     prompt="any version", id="verifier_id",
                 )

@@ -1,23 +1,22 @@
-"""Small pure helpers shared by the screens: numbers, colours, tool calls, worker liveness.
+"""Small pure presentation helpers shared by the screens: numbers, colours, labels.
 
-Nothing here touches Textual or the store, so it is cheap to test and to reuse.
+Nothing here touches Textual or the store, and no rule lives here (success, liveness and the like are
+workbench.view's): only how things look.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from typing import Any, Literal
+from typing import Any
 
-# A reward of 1.0 is the verifier's full score; float sums of parts land a hair below it.
-FULL_REWARD = 0.999
-STALE_AFTER_S = 30.0  # same threshold as store.runs.worker_alive
-LIVE_STATUSES = ("starting", "running", "pausing", "stopping")
+from workbench.view import FULL_REWARD, STATUSES, Task, ToolCall
 
 STATUS_STYLE = {
     "created": "dim", "starting": "cyan", "running": "bold green", "pausing": "yellow", "paused": "bold yellow",
     "stopping": "yellow", "stopped": "dim", "crashed": "bold red", "finished": "bold cyan",
 }
+assert set(STATUS_STYLE) == set(STATUSES), "a run status without a style"
 
 
 def reward_style(reward: float | None) -> str:
@@ -81,55 +80,15 @@ def compact_json(value: Any) -> str:
         return str(value)
 
 
-def first_call(tool_calls: Any) -> tuple[str, str]:
-    """(tool name, args as compact JSON) of a row's first tool call; ("", "") when it made none."""
-    if not tool_calls or not isinstance(tool_calls, list):
-        return "", ""
-    call = tool_calls[0]
-    if not isinstance(call, dict):
-        return str(call), ""
-    name = call.get("tool") or call.get("name") or ""
-    args = call.get("args", call.get("arguments"))
-    return str(name), "" if args is None else compact_json(args)
+def call_text(call: ToolCall | None) -> tuple[str, str]:
+    """(tool name, args as compact JSON) of a call; ("", "") for none."""
+    return ("", "") if call is None else (call.name, compact_json(call.args))
 
 
-def content_text(content: Any) -> str:
-    """A message's content as text (strings as they are, structured content as JSON)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list) and all(isinstance(p, dict) and "text" in p for p in content):
-        return "\n".join(str(p["text"]) for p in content)
-    return json.dumps(content, ensure_ascii=False, indent=1)
-
-
-WorkerState = Literal["alive", "stale", "none"]
-
-
-def worker_state(run: dict[str, Any], now: float, stale_after_s: float = STALE_AFTER_S) -> WorkerState:
-    """Like store.runs.worker_alive, but on the app's clock so a test can freeze time."""
-    beat = run.get("heartbeat")
-    if not run.get("lock_token") or beat is None:
-        return "none"
-    return "alive" if now - beat < stale_after_s else "stale"
-
-
-def heartbeat_age(run: dict[str, Any], now: float) -> float | None:
-    beat = run.get("heartbeat")
-    return None if beat is None else max(0.0, now - beat)
-
-
-def task_label(task: dict[str, Any] | None, task_id: int | None, width: int = 14) -> str:
+def task_label(task: Task | None, task_id: int | None, width: int = 14) -> str:
     if task_id is None:
         return "–"
-    if not task:
-        return f"#{task_id}"
-    key = str(task.get("key") or f"#{task_id}")
-    prefix = f"{task.get('dataset')}:"
-    if key.startswith(prefix) and len(key) > len(prefix):
-        key = key[len(prefix):]  # every task of a run shares its dataset: the prefix only costs columns
-    return clip(key, width)
+    return clip(task.short_key if task else f"#{task_id}", width)
 
 
 SPLIT_SHORT = {"train": "train", "held_out": "held", "probe": "probe"}

@@ -1,4 +1,5 @@
-"""Every key binding, per screen, read from the BINDINGS themselves so the list cannot go stale."""
+"""Every key binding, per screen, read from the BINDINGS themselves so the list cannot go stale, and when
+each run control is allowed, read from workbench.view's table (the one the keys and the palette obey)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
+
+from workbench.view import ACTIONS
 
 
 def _bindings_table(app: App, title: str, bindings: list) -> Table:
@@ -26,24 +29,30 @@ def _bindings_table(app: App, title: str, bindings: list) -> Table:
     return table
 
 
+def _rules_table() -> Table:
+    table = Table(title="When the run controls work", title_justify="left", title_style="bold", show_header=False,
+                  box=None, pad_edge=False)
+    table.add_column("control", style="bold cyan", no_wrap=True, min_width=10)
+    table.add_column("when")
+    for a in ACTIONS:
+        table.add_row(f"{a.key or 'ctrl+p'}  {a.title.rstrip('…')}", Text(a.when, style="dim"))
+    return table
+
+
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close", id="help.close")]
 
-    def compose(self) -> ComposeResult:
-        from screens.app import WorkbenchApp
-        from screens.dashboard import DashboardScreen
-        from screens.evals_screen import EvalsScreen
-        from screens.trajectory_screen import TrajectoryScreen
-        from screens.verifier_editor import VerifierEditorScreen
+    def __init__(self, sections: list[tuple[str, list[Binding]]]) -> None:
+        super().__init__()
+        self.sections = sections
 
+    def compose(self) -> ComposeResult:
         with Vertical(classes="modal-box", id="help-box"):
             yield Label("Keys", classes="modal-title")
             with VerticalScroll():
-                for title, cls in (
-                    ("Everywhere", WorkbenchApp), ("Dashboard", DashboardScreen), ("Trajectories", TrajectoryScreen),
-                    ("Verifier editor", VerifierEditorScreen), ("Evaluations", EvalsScreen),
-                ):
-                    yield Static(_bindings_table(self.app, title, list(cls.BINDINGS)))
+                for title, bindings in self.sections:
+                    yield Static(_bindings_table(self.app, title, bindings))
+                yield Static(_rules_table())
                 yield Static("ctrl+p opens the command palette (its entries follow the run's state).", classes="muted")
             yield Static("esc: close", classes="muted")
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
 from rich.text import Text
 from textual import work
@@ -13,10 +12,8 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from screens.db import thread_db
-from screens.format import STATUS_STYLE, worker_state
-from store import metrics as sm
-from store import runs as sr
+from screens.format import STATUS_STYLE
+from workbench.view import Run, View, worker_state
 
 
 class RunsScreen(Screen):
@@ -27,7 +24,7 @@ class RunsScreen(Screen):
     """
 
     class Loaded(Message):
-        def __init__(self, runs: list[dict[str, Any]]) -> None:
+        def __init__(self, runs: list[Run]) -> None:
             super().__init__()
             self.runs = runs
 
@@ -44,10 +41,8 @@ class RunsScreen(Screen):
 
     @work(thread=True, exclusive=True, exit_on_error=False)
     def _load(self) -> None:
-        with thread_db(self.app.db_path) as db:  # type: ignore[attr-defined]
-            runs = sr.list_runs(db)
-            for r in runs:
-                r["last_step"] = sm.last_step(db, r["id"])
+        with View.open(self.app.db_path) as view:  # type: ignore[attr-defined]
+            runs = view.runs()
         self.post_message(self.Loaded(runs))
 
     def on_runs_screen_loaded(self, message: Loaded) -> None:
@@ -61,10 +56,10 @@ class RunsScreen(Screen):
         for r in message.runs:
             state = worker_state(r, now)
             table.add_row(
-                str(r["id"]), r["name"], Text(r["status"], style=STATUS_STYLE.get(r["status"], "")),
+                str(r.id), r.name, Text(r.status, style=STATUS_STYLE.get(r.status, "")),
                 Text(state, style="green" if state == "alive" else "dim"),
-                "–" if r["last_step"] is None else str(r["last_step"]), r["model"],
-                dt.datetime.fromtimestamp(r["created"]).strftime("%Y-%m-%d %H:%M"), key=str(r["id"]),
+                "–" if r.last_step is None else str(r.last_step), r.model,
+                dt.datetime.fromtimestamp(r.created).strftime("%Y-%m-%d %H:%M"), key=str(r.id),
             )
         table.focus()
 

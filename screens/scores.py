@@ -1,18 +1,15 @@
-"""What the verifier-scores pane shows, computed from plain rows: a reward histogram for one step,
-failure shares derived from reward parts, and each part's mean over steps as a sparkline."""
+"""How the verifier-scores pane looks: a reward histogram for one step, the failure shares and each reward
+part's mean over steps as a sparkline. The numbers come from workbench.view (failure_shares, part_series)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from rich.text import Text
 
 from screens.format import reward_style
+from workbench.view import Step, Trajectory, failure_shares, part_series
 
-PART_NAMES = ("valid_json", "tool", "args", "safe", "unsafe")
-ARGS_MAX = 0.4  # the built-in verifier's full argument credit (DESIGN.md); raised if a verifier pays more
 EPS = 1e-9
 SPARK = "▁▂▃▄▅▆▇█"
 BLOCKS = " ▁▂▃▄▅▆▇█"
@@ -29,58 +26,6 @@ def histogram(values: Iterable[float], bins: int = 11, lo: float = -1.0, hi: flo
         i = round((v - lo) / step)
         counts[min(bins - 1, max(0, i))] += 1
     return counts
-
-
-@dataclass
-class FailureShares:
-    """A funnel over one step's scored rows: each row lands in its first failure (invalid JSON, then wrong
-    tool, then wrong args); `unsafe` is counted on its own since an unsafe call can be otherwise right."""
-
-    n: int = 0
-    invalid_json: int = 0
-    wrong_tool: int = 0
-    wrong_args: int = 0
-    unsafe: int = 0
-    errors: int = 0
-
-    def share(self, name: str) -> float | None:
-        return None if self.n == 0 else getattr(self, name) / self.n
-
-
-def failure_shares(rows: Sequence[dict[str, Any]]) -> FailureShares:
-    """Derive failures from reward_parts: valid_json < 0 invalid JSON, tool == 0 wrong tool,
-    args below the max wrong args, unsafe < 0 unsafe. Rows without parts count as errors."""
-    out = FailureShares()
-    parts_rows = []
-    for r in rows:
-        parts = r.get("reward_parts")
-        if r.get("error") or not isinstance(parts, dict):
-            out.errors += 1
-            continue
-        parts_rows.append(parts)
-    args_max = max([ARGS_MAX, *(float(p.get("args") or 0.0) for p in parts_rows)])
-    for parts in parts_rows:
-        out.n += 1
-        if float(parts.get("unsafe") or 0.0) < -EPS:
-            out.unsafe += 1
-        if float(parts.get("valid_json") or 0.0) < -EPS:
-            out.invalid_json += 1
-        elif abs(float(parts.get("tool") or 0.0)) <= EPS:
-            out.wrong_tool += 1
-        elif float(parts.get("args") or 0.0) < args_max - EPS:
-            out.wrong_args += 1
-    return out
-
-
-def part_series(steps: Sequence[dict[str, Any]]) -> dict[str, list[tuple[int, float]]]:
-    """{part name: [(step, mean)]} from step metrics' "parts/<name>" keys, in step order."""
-    series: dict[str, list[tuple[int, float]]] = {}
-    for s in steps:
-        for key, value in (s.get("metrics") or {}).items():
-            if key.startswith("parts/") and isinstance(value, (int, float)):
-                series.setdefault(key[6:], []).append((s["step"], float(value)))
-    known = [p for p in PART_NAMES if p in series]
-    return {name: series[name] for name in known + sorted(set(series) - set(known))}
 
 
 def sparkline(values: Sequence[float], width: int) -> str:
@@ -124,8 +69,8 @@ def render_histogram(counts: Sequence[int], height: int, col: int = 3, lo: float
 
 
 def render_scores(
-    rows: Sequence[dict[str, Any]],
-    steps: Sequence[dict[str, Any]],
+    rows: Sequence[Trajectory],
+    steps: Sequence[Step],
     *,
     step: int | None,
     width: int,
@@ -136,7 +81,7 @@ def render_scores(
 
     Wide panes put the histogram beside the rest; narrow ones stack them (the pane scrolls)."""
     out = Text()
-    rewards = [r["reward"] for r in rows if r.get("reward") is not None]
+    rewards = [r.reward for r in rows if r.reward is not None]
     if step is None or not rows:
         out.append("no scored rollouts yet", style="dim")
         return out
@@ -162,6 +107,8 @@ def render_scores(
         fail.append("\n" if i == 1 and not wide else "  ")  # narrow: two to a line, always two lines
     if shares.errors:
         fail.append(f"errors {shares.errors}", style="bold red")
+    if shares.unclassified:
+        fail.append(f" ({shares.unclassified} stored before outcomes were kept)", style="dim")
     fail.rstrip()
     series = part_series(steps)
     spark_w = max(4, min(40, width - 26))

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
-import sqlite_utils
-
-from store import trajectories as st
+from workbench.view import Trajectory, TrajectoryFilter, View, effective_order, page_key
 
 PAGE = 50
 MAX_WINDOW = 400  # rows kept in memory; the far end is dropped as the window grows
@@ -20,7 +18,7 @@ Direction = Literal["forward", "backward"]
 @dataclass
 class FetchRequest:
     direction: Direction | Literal["start"]
-    flt: st.TrajectoryFilter
+    flt: TrajectoryFilter
     order: str
     descending: bool
     after: tuple | None
@@ -29,35 +27,29 @@ class FetchRequest:
 
 @dataclass
 class Browser:
-    flt: st.TrajectoryFilter
+    flt: TrajectoryFilter
     order: str = "id"
     descending: bool = True
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[Trajectory] = field(default_factory=list)
     index: int = 0
     generation: int = 0  # bumped on every re-query, so late pages of an old query are ignored
     at_end: bool = False
     at_start: bool = False
 
     @property
-    def current(self) -> dict[str, Any] | None:
+    def current(self) -> Trajectory | None:
         return self.rows[self.index] if self.rows else None
 
-    def effective_order(self) -> str:
-        # page_trajectories walks (step, id) when ordering by id under a step filter; cursors must match.
-        if self.order == "id" and (self.flt.step_min is not None or self.flt.step_max is not None):
-            return "step"
-        return self.order
+    def key(self, row: Trajectory) -> tuple:
+        # Under a step filter an id order walks (step, id): the cursor must be the one the page gives.
+        return page_key(row, effective_order(self.flt, self.order))
 
-    def key(self, row: dict[str, Any]) -> tuple:
-        order = self.effective_order()
-        return (row["id"],) if order == "id" else (row[order], row["id"])
-
-    def restart(self, *, anchor: dict[str, Any] | None = None) -> FetchRequest:
+    def restart(self, *, anchor: Trajectory | None = None) -> FetchRequest:
         """Re-query from the top, or from `anchor` (inclusive) if given."""
         self.generation += 1
         self.rows, self.index, self.at_end, self.at_start = [], 0, False, anchor is None
         after = None
-        if anchor is not None and (self.order == "id" or anchor.get(self.order) is not None):
+        if anchor is not None and (self.order == "id" or getattr(anchor, self.order) is not None):
             k = self.key(anchor)
             # Cursors are exclusive: nudge the id one past the anchor so the anchor itself comes first.
             after = (*k[:-1], k[-1] + (1 if self.descending else -1))
@@ -78,7 +70,7 @@ class Browser:
                                 self.generation)
         return None
 
-    def apply(self, req: FetchRequest, rows: list[dict[str, Any]]) -> bool:
+    def apply(self, req: FetchRequest, rows: list[Trajectory]) -> bool:
         """Merge a fetched page; returns whether the current row moved."""
         if req.generation != self.generation:
             return False
@@ -112,14 +104,12 @@ class Browser:
         return True
 
 
-def fetch(db: sqlite_utils.Database, req: FetchRequest) -> list[dict[str, Any]]:
-    """Run a FetchRequest (in a thread worker, on that thread's own connection)."""
-    return st.page_trajectories(
-        db, req.flt, order=req.order, descending=req.descending, after=req.after, limit=PAGE
-    ).rows
+def fetch(view: View, req: FetchRequest) -> list[Trajectory]:
+    """Run a FetchRequest (in a thread worker, on that thread's own View)."""
+    return view.page(req.flt, order=req.order, descending=req.descending, after=req.after, limit=PAGE).rows
 
 
-def describe(flt: st.TrajectoryFilter, order: str, descending: bool) -> str:
+def describe(flt: TrajectoryFilter, order: str, descending: bool) -> str:
     parts = []
     if flt.reward_min is not None or flt.reward_max is not None:
         parts.append(f"reward {flt.reward_min if flt.reward_min is not None else '…'}..{flt.reward_max if flt.reward_max is not None else '…'}")

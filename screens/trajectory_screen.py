@@ -1,13 +1,13 @@
 """Trajectories one at a time (n / p), their group side by side (g), filters, search, sort, labels.
 
-Pages come from store.trajectories.page_trajectories (keyset) in a thread worker, so a text search over a
+Pages come from workbench.view's keyset pages in a thread worker, so a text search over a
 million rows never stalls the UI; the row on screen is then read by primary key.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
@@ -18,17 +18,15 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Collapsible, Footer, Static
 
-from screens.db import thread_db
+from screens.filter_screen import FilterScreen
 from screens.format import task_label
+from screens.modals import PromptScreen
 from screens.traj_browser import ORDERS, Browser, FetchRequest, describe, fetch
 from screens.trajectory_view import head_text, member_text, side_text, turn_parts
-from store import labels as sl
-from store import tasks as stasks
-from store import trajectories as st
-from store import verifiers as sv
+from workbench.view import Task, Trajectory, TrajectoryFilter, VerifierVersion, View
 
 if TYPE_CHECKING:
-    from screens.app import WorkbenchApp
+    from screens.host import Host
 
 
 class TrajectoryScreen(Screen):
@@ -47,7 +45,7 @@ class TrajectoryScreen(Screen):
     ]
 
     class PageLoaded(Message):
-        def __init__(self, request: FetchRequest, rows: list[dict[str, Any]]) -> None:
+        def __init__(self, request: FetchRequest, rows: list[Trajectory]) -> None:
             super().__init__()
             self.request, self.rows = request, rows
 
@@ -62,12 +60,12 @@ class TrajectoryScreen(Screen):
         self.initial_task = task_id
         self.browser: Browser | None = None
         self.group_view = False
-        self.shown: dict[str, Any] | None = None
-        self._task_cache: dict[int, dict[str, Any] | None] = {}
-        self._verifier_cache: dict[int, dict[str, Any] | None] = {}
+        self.shown: Trajectory | None = None
+        self._task_cache: dict[int, Task | None] = {}
+        self._verifier_cache: dict[int, VerifierVersion | None] = {}
 
     @property
-    def wb(self) -> WorkbenchApp:
+    def wb(self) -> Host:
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
@@ -82,8 +80,9 @@ class TrajectoryScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one("#group").display = False
-        self.browser = Browser(st.TrajectoryFilter(self.wb.run_id, task_id=self.initial_task))
-        anchor = st.get_trajectory(self.wb.db, self.anchor_id) if self.anchor_id is not None else None
+        assert self.wb.run_id is not None and self.wb.view is not None
+        self.browser = Browser(TrajectoryFilter(self.wb.run_id, task_id=self.initial_task))
+        anchor = self.wb.view.trajectory(self.anchor_id) if self.anchor_id is not None else None
         self._request(self.browser.restart(anchor=anchor))
 
     # ---- fetching ------------------------------------------------------------------------------------
@@ -95,8 +94,8 @@ class TrajectoryScreen(Screen):
 
     @work(thread=True, exclusive=True, group="traj-page", exit_on_error=False)
     def _fetch(self, req: FetchRequest) -> None:
-        with thread_db(self.wb.db_path) as db:
-            rows = fetch(db, req)
+        with View.open(self.wb.db_path) as view:
+            rows = fetch(view, req)
         self.post_message(self.PageLoaded(req, rows))
 
     def on_trajectory_screen_page_loaded(self, message: PageLoaded) -> None:
@@ -117,17 +116,17 @@ class TrajectoryScreen(Screen):
     def _task_text(self, task_id: int | None) -> str:
         if task_id is None:
             return "–"
-        if task_id not in self._task_cache:
-            self._task_cache[task_id] = stasks.get_task(self.wb.db, task_id)
-        return task_label(self._task_cache[task_id], task_id, 24)
+        if task_id not in self._task_cache and self.wb.view is not None:
+            self._task_cache[task_id] = self.wb.view.task(task_id)
+        return task_label(self._task_cache.get(task_id), task_id, 24)
 
     def _verifier_text(self, verifier_id: int | None) -> str:
         if verifier_id is None:
             return "verifier –"
-        if verifier_id not in self._verifier_cache:
-            self._verifier_cache[verifier_id] = sv.get_verifier(self.wb.db, verifier_id)
-        v = self._verifier_cache[verifier_id]
-        return f"{v['name']} v{v['version']}" if v else f"verifier #{verifier_id}"
+        if verifier_id not in self._verifier_cache and self.wb.view is not None:
+            self._verifier_cache[verifier_id] = self.wb.view.verifier(verifier_id)
+        v = self._verifier_cache.get(verifier_id)
+        return v.title if v else f"verifier #{verifier_id}"
 
     def _show_filter(self, *, loading: bool = False) -> None:
         b = self.browser
@@ -143,20 +142,20 @@ class TrajectoryScreen(Screen):
         b = self.browser
         current = b.current if b else None
         turns = self.query_one("#turns", VerticalScroll)
-        if current is None:
-            self._show_turns({"messages": []})
+        view = self.wb.view
+        if current is None or view is None:
+            self._show_turns(None)
             self.shown = None
             self.query_one("#traj-head", Static).update("No trajectory matches these filters (f: filters, /: search).")
             self.query_one("#side-body", Static).update("")
             self.query_one("#group", HorizontalScroll).remove_children()
             return
-        row = st.get_trajectory(self.wb.db, current["id"]) or current
+        row = view.trajectory(current.id) or current
         self.shown = row
-        labels = sl.labels_for(self.wb.db, row["id"])
-        verdict = labels[-1]["verdict"] if labels else None
+        labels = view.labels(row.id)
+        verdict = labels[-1].verdict if labels else None
         self.query_one("#traj-head", Static).update(
-            head_text(row, task=self._task_text(row.get("task_id")), verifier=self._verifier_text(row.get("verifier_id")),
-                      label=verdict)
+            head_text(row, task=self._task_text(row.task_id), verifier=self._verifier_text(row.verifier_id), label=verdict)
         )
         self._show_turns(row)
         turns.scroll_home(animate=False)
@@ -164,10 +163,10 @@ class TrajectoryScreen(Screen):
         if self.group_view:
             self._show_group(row)
 
-    def _show_turns(self, row: dict[str, Any]) -> None:
+    def _show_turns(self, row: Trajectory | None) -> None:
         """Update the turn widgets in place (mounting new ones only when a trajectory has more turns than
         any before): stepping with n / p then costs a repaint, not a remount."""
-        system, parts = turn_parts(row)
+        system, parts = turn_parts(row) if row is not None else (None, [])
         box = self.query_one("#system", Collapsible)
         box.display = system is not None
         if system is not None:
@@ -186,14 +185,14 @@ class TrajectoryScreen(Screen):
         for widget in pool[len(parts):]:
             widget.display = False
 
-    def _show_group(self, row: dict[str, Any]) -> None:
+    def _show_group(self, row: Trajectory) -> None:
         group = self.query_one("#group", HorizontalScroll)
         group.remove_children()
-        members = st.group_members(self.wb.db, row["id"])
-        group.border_title = f"group {row['group_idx']} of step {row['step']} · {len(members)} members"
+        members = self.wb.view.group(row.id) if self.wb.view is not None else []
+        group.border_title = f"group {row.group_idx} of step {row.step} · {len(members)} members"
         widgets = [
-            VerticalScroll(Static(member_text(m, current=m["id"] == row["id"])),
-                           classes="member -current" if m["id"] == row["id"] else "member")
+            VerticalScroll(Static(member_text(m, current=m.id == row.id)),
+                           classes="member -current" if m.id == row.id else "member")
             for m in members
         ]
         # Share the screen when the group fits; below 22 columns a member is unreadable, so scroll instead.
@@ -201,7 +200,7 @@ class TrajectoryScreen(Screen):
         for w in widgets:
             w.styles.width = width
         group.mount_all(widgets)
-        current = next((w for w, m in zip(widgets, members, strict=True) if m["id"] == row["id"]), None)
+        current = next((w for w, m in zip(widgets, members, strict=True) if m.id == row.id), None)
         if current is not None:
             group.call_after_refresh(group.scroll_to_widget, current, animate=False)
 
@@ -214,7 +213,8 @@ class TrajectoryScreen(Screen):
         if req is not None:
             self._request(req)
         elif self.browser.rows and 0 <= self.browser.index < len(self.browser.rows):
-            if self.shown is not None and self.browser.current["id"] == self.shown["id"]:
+            current = self.browser.current
+            if self.shown is not None and current is not None and current.id == self.shown.id:
                 edge = "oldest" if delta > 0 else "newest"
                 self.notify(f"that is the {edge} matching trajectory", timeout=2)
             else:
@@ -233,7 +233,7 @@ class TrajectoryScreen(Screen):
         box = self.query_one("#system", Collapsible)
         box.collapsed = not box.collapsed
 
-    def _restart(self, flt: st.TrajectoryFilter | None = None, *, keep_anchor: bool = True) -> None:
+    def _restart(self, flt: TrajectoryFilter | None = None, *, keep_anchor: bool = True) -> None:
         b = self.browser
         if b is None:
             return
@@ -251,8 +251,6 @@ class TrajectoryScreen(Screen):
         self._restart(keep_anchor=False)
 
     def action_search(self) -> None:
-        from screens.modals import PromptScreen
-
         b = self.browser
         if b is None:
             return
@@ -265,41 +263,37 @@ class TrajectoryScreen(Screen):
                                           placeholder="text (empty clears)"), got)
 
     def action_filters(self) -> None:
-        from screens.filter_screen import FilterScreen
-
-        b = self.browser
-        if b is None:
+        b, view, run_id = self.browser, self.wb.view, self.wb.run_id
+        if b is None or view is None or run_id is None:
             return
 
-        def got(flt: st.TrajectoryFilter | None) -> None:
+        def got(flt: TrajectoryFilter | None) -> None:
             if flt is not None:
                 self._restart(flt, keep_anchor=False)
 
-        self.app.push_screen(FilterScreen(b.flt, sv.verifier_history(self.wb.db, self.wb.run_id)), got)
+        self.app.push_screen(FilterScreen(b.flt, view.verifier_history(run_id)), got)
 
     def action_label(self, verdict: str) -> None:
-        from screens.modals import PromptScreen
-
         row = self.shown
         if row is None:
             return
 
         def got(note: str | None) -> None:
             if note is not None:
-                self._add_label(row["id"], verdict, note.strip())
+                self._add_label(row.id, verdict, note.strip())
 
-        self.app.push_screen(PromptScreen(f"Label #{row['id']} {verdict.upper()}: a note (optional)",
+        self.app.push_screen(PromptScreen(f"Label #{row.id} {verdict.upper()}: a note (optional)",
                                           placeholder="why, e.g. 'right tool, 2 PM is fine'"), got)
 
     @work(thread=True, group="labels", exit_on_error=False)
     def _add_label(self, trajectory_id: int, verdict: str, note: str) -> None:
-        with thread_db(self.wb.db_path) as db:
-            sl.add_label(db, trajectory_id, verdict, note)
+        with View.open(self.wb.db_path) as view:
+            view.add_label(trajectory_id, verdict, note)
         self.post_message(self.Labeled(trajectory_id, verdict))
 
     def on_trajectory_screen_labeled(self, message: Labeled) -> None:
         self.notify(f"#{message.trajectory_id} labelled {message.verdict}", timeout=2)
-        if self.shown is not None and self.shown["id"] == message.trajectory_id:
+        if self.shown is not None and self.shown.id == message.trajectory_id:
             self.show_current()
 
     def action_back(self) -> None:

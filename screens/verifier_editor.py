@@ -20,24 +20,20 @@ from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Static, TabbedContent, TabPane, TextArea
 from textual.worker import Worker, WorkerState
 
-from screens.db import thread_db
 from screens.diff_view import diff_text
 from screens.format import clip, num, pct, reward_style
-from store import verifiers as sv
+from workbench.view import DryRunOutcome, DryRunRow, VerifierVersion, View, allowed, builtin_verifier_code
 
 if TYPE_CHECKING:
-    from screens.app import WorkbenchApp
+    from screens.host import Host
 
 DRY_RUN_N = 100
 BUILTIN = "tool_call_verifier"
-NO_APPLY_STATUSES = ("finished", "stopping")
 NARROW = 120  # below this width the editor and the results stack vertically
 
 
 def builtin_code(name: str) -> str:
     try:
-        from workbench.verifiers import builtin_verifier_code  # lazy: the engine may still be in progress
-
         return builtin_verifier_code(name)
     except Exception as exc:  # any failure here must not stop the editor from opening
         return (
@@ -72,7 +68,7 @@ class VerifierEditorScreen(Screen):
     ]
 
     class DryRunDone(Message):
-        def __init__(self, result: Any, code: str, error: str | None = None) -> None:
+        def __init__(self, result: DryRunOutcome | None, code: str, error: str | None = None) -> None:
             super().__init__()
             self.result, self.code, self.error = result, code, error
 
@@ -81,11 +77,11 @@ class VerifierEditorScreen(Screen):
         self.verifier_name = BUILTIN
         self.dry_code: str | None = None  # the exact text of the last ok dry run
         self.dry_verifier_id: int | None = None
-        self.history: list[dict[str, Any]] = []
+        self.history: list[VerifierVersion] = []
         self.running = False
 
     @property
-    def wb(self) -> WorkbenchApp:
+    def wb(self) -> Host:
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
@@ -113,14 +109,14 @@ class VerifierEditorScreen(Screen):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        db, run = self.wb.db, self.wb.run_row or {}
-        active = sv.active_verifier(db, self.wb.run_id)
+        view, run_id, run = self.wb.view, self.wb.run_id, self.wb.current_run
+        active = view.active_verifier(run_id) if view is not None and run_id is not None else None
         if active:
-            self.verifier_name = active["name"]
-            code = active["code"]
-            where = f"active: {active['name']} v{active['version']}"
+            self.verifier_name = active.name
+            code = active.code
+            where = f"active: {active.title}"
         else:
-            reward = str((run.get("config") or {}).get("reward") or BUILTIN)
+            reward = str((run.config if run else {}).get("reward") or BUILTIN)
             self.verifier_name = reward if re.fullmatch(r"\w+", reward) else BUILTIN
             code = builtin_code(self.verifier_name)
             where = f"built-in {self.verifier_name} (no version stored yet)"
@@ -146,9 +142,8 @@ class VerifierEditorScreen(Screen):
             return False, "dry-run first (ctrl+d)"
         if self.code != self.dry_code:
             return False, "edited since the dry run: dry-run again"
-        status = (self.wb.run_row or {}).get("status")
-        if status in NO_APPLY_STATUSES:
-            return False, f"the run is {status}"
+        if not allowed("set_verifier", self.wb.state()):
+            return False, f"the run is {self.wb.current_run.status if self.wb.current_run else 'gone'}"
         return True, ""
 
     def _update_apply(self) -> None:
@@ -164,15 +159,16 @@ class VerifierEditorScreen(Screen):
         return True
 
     def _load_history(self) -> None:
-        self.history = sv.verifier_history(self.wb.db, self.wb.run_id)
+        view, run_id = self.wb.view, self.wb.run_id
+        self.history = view.verifier_history(run_id) if view is not None and run_id is not None else []
         table = self.query_one("#history-table", DataTable)
         table.clear()
         for v in reversed(self.history):  # newest first
-            dry = v.get("dry_run") or {}
+            dry = v.dry_run or {}
             table.add_row(
-                f"v{v['version']}", v["name"], Text("✓", style="bold green") if v.get("active") else "",
+                f"v{v.version}", v.name, Text("✓", style="bold green") if v.active else "",
                 f"{dry['changed']}/{dry['n']} changed" if "changed" in dry and "n" in dry else "–",
-                clip(v.get("note") or "", 40), key=str(v["id"]),
+                clip(v.note or "", 40), key=str(v.id),
             )
 
     # ---- dry run -------------------------------------------------------------------------------------
@@ -193,13 +189,10 @@ class VerifierEditorScreen(Screen):
 
     @work(thread=True, exclusive=True, group="dry-run", exit_on_error=False)
     def _dry_run(self, code: str, name: str) -> None:
-        try:
-            from workbench.verifier_edit import dry_run  # lazy: the engine's module
-        except ImportError as exc:
-            self.post_message(self.DryRunDone(None, code, f"workbench.verifier_edit is not available ({exc})"))
-            return
-        with thread_db(self.wb.db_path) as db:
-            result = dry_run(db, self.wb.run_id, code, n=DRY_RUN_N, name=name)
+        run_id = self.wb.run_id
+        assert run_id is not None
+        with View.open(self.wb.db_path) as view:
+            result = view.dry_run(run_id, code, n=DRY_RUN_N, name=name)
         self.post_message(self.DryRunDone(result, code))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -216,12 +209,12 @@ class VerifierEditorScreen(Screen):
             self._finish_dry_run(None, res.error or "the verifier did not compile")
             return
         self.dry_code, self.dry_verifier_id = message.code, res.verifier_id
-        self._fill_dry_table(list(res.rows or []))
+        self._fill_dry_table(list(res.rows))
         self.query_one("#dry-summary", Static).update(summary_text(res.summary or {}))
         self._finish_dry_run(res, None)
         self._load_history()
 
-    def _finish_dry_run(self, result: Any, error: str | None) -> None:
+    def _finish_dry_run(self, result: DryRunOutcome | None, error: str | None) -> None:
         self.running = False
         self.query_one("#dry-run", Button).disabled = False
         if error is not None:
@@ -238,24 +231,19 @@ class VerifierEditorScreen(Screen):
         self.query_one(TabbedContent).active = "tab-dry"
         self._update_apply()
 
-    def _fill_dry_table(self, rows: list[dict[str, Any]]) -> None:
-        def delta(r: dict[str, Any]) -> float:
-            return abs((r.get("new_reward") or 0.0) - (r.get("old_reward") or 0.0))
-
+    def _fill_dry_table(self, rows: list[DryRunRow]) -> None:
         # Changed (or failed) first, largest change on top, whatever order the rows came in.
-        rows.sort(key=lambda r: (not (r.get("error") or delta(r) > 1e-9), -delta(r), r.get("trajectory_id", 0)))
+        rows.sort(key=lambda r: (not r.changed, -abs(r.delta or 0.0), r.trajectory_id))
         table = self.query_one("#dry-table", DataTable)
         table.clear()
         for r in rows:
-            old, new = r.get("old_reward"), r.get("new_reward")
-            d = None if old is None or new is None else new - old
-            label = r.get("label")
+            old, new, d = r.old_reward, r.new_reward, r.delta
             table.add_row(
-                str(r.get("trajectory_id")), Text(num(old), style=reward_style(old)), Text(num(new), style=reward_style(new)),
+                str(r.trajectory_id), Text(num(old), style=reward_style(old)), Text(num(new), style=reward_style(new)),
                 Text(num(d, 2, signed=True), style="bold" if d else "dim"),
-                Text(label or "", style="green" if label == "good" else "red"),
-                Text(clip(r.get("error") or r.get("explanation") or "", 80), style="red" if r.get("error") else ""),
-                key=f"{r.get('trajectory_id')}",
+                Text(r.label or "", style="green" if r.label == "good" else "red"),
+                Text(clip(r.error or r.explanation or "", 80), style="red" if r.error else ""),
+                key=str(r.trajectory_id),
             )
 
     def on_text_area_changed(self, event: TextArea.Changed) -> None:
@@ -271,19 +259,19 @@ class VerifierEditorScreen(Screen):
         if not ok:
             self.notify(f"cannot apply: {why}", severity="warning")
             return
-        status = (self.wb.run_row or {}).get("status")
+        status = self.wb.current_run.status if self.wb.current_run else None
         when = "now (paused)" if status in ("paused", "pausing") else "at the worker's next safe point (between steps)"
         self.wb.send_command("set_verifier", {"verifier_id": self.dry_verifier_id})
         self._status(Text(f"set_verifier sent: activates {when}", style="green"))
 
     # ---- history and diff ----------------------------------------------------------------------------
 
-    def _selected_version(self) -> dict[str, Any] | None:
+    def _selected_version(self) -> VerifierVersion | None:
         table = self.query_one("#history-table", DataTable)
         if not table.row_count:
             return None
         key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
-        return next((v for v in self.history if str(v["id"]) == key), None)
+        return next((v for v in self.history if str(v.id) == key), None)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id == "history-table":
@@ -292,15 +280,15 @@ class VerifierEditorScreen(Screen):
     def _refresh_diff(self) -> None:
         v = self._selected_version()
         if v is not None:
-            self.query_one("#diff", Static).update(diff_text(v["code"], self.code, f"v{v['version']}", "editor"))
+            self.query_one("#diff", Static).update(diff_text(v.code, self.code, f"v{v.version}", "editor"))
 
     def action_load_version(self) -> None:
         v = self._selected_version()
         if v is None:
             self.notify("no version selected (History tab)", severity="warning")
             return
-        self.query_one("#code", TextArea).load_text(v["code"])
-        self._status(Text(f"loaded {v['name']} v{v['version']} into the editor", style="cyan"))
+        self.query_one("#code", TextArea).load_text(v.code)
+        self._status(Text(f"loaded {v.title} into the editor", style="cyan"))
 
     def action_back(self) -> None:
         self.app.pop_screen()

@@ -56,7 +56,3 @@ def get_command(db: sqlite_utils.Database, command_id: int) -> dict[str, Any] | 
 
 def pending(db: sqlite_utils.Database, run_id: int) -> list[dict[str, Any]]:
     return decode(db.execute("SELECT * FROM commands WHERE run_id = ? AND status = 'pending' ORDER BY id", [run_id]))
-
-
-def recent(db: sqlite_utils.Database, run_id: int, limit: int = 20) -> list[dict[str, Any]]:
-    return decode(db.execute("SELECT * FROM commands WHERE run_id = ? ORDER BY id DESC LIMIT ?", [run_id, limit]))

@@ -10,7 +10,7 @@ from store.db import loads
 JSON_COLUMNS = frozenset(
     {
         "config", "harness", "expected_args", "tools", "extra", "dry_run", "metrics", "messages",
-        "tool_calls", "reward_parts", "payload", "result", "data", "new_parts", "tasks",
+        "tool_calls", "reward_parts", "payload", "result", "data", "new_parts", "tasks", "outcome",
     }
 )
 

@@ -85,8 +85,9 @@ def update_config(db: sqlite_utils.Database, run_id: int, config: dict[str, Any]
     db.execute("UPDATE runs SET config = ?, updated = ? WHERE id = ?", [dumps(config), now(), run_id])
 
 
-def acquire_lock(db: sqlite_utils.Database, run_id: int, *, stale_after_s: float = 30.0) -> str:
-    """Take the run's single-worker lock; steal it only if the holder's heartbeat is stale."""
+def acquire_lock(db: sqlite_utils.Database, run_id: int, *, stale_after_s: float) -> str:
+    """Take the run's single-worker lock; steal it only if the holder's heartbeat is older than
+    `stale_after_s` (the engine's liveness rule, `workbench.view.run_state.STALE_AFTER_S`)."""
     token = secrets.token_hex(8)
     t = now()
     with write_txn(db):
@@ -116,11 +117,6 @@ def release_lock(db: sqlite_utils.Database, run_id: int, token: str) -> None:
     db.execute("UPDATE runs SET lock_token = NULL, heartbeat = NULL WHERE id = ? AND lock_token = ?", [run_id, token])
 
 
-def worker_alive(run: dict[str, Any], *, stale_after_s: float = 30.0) -> bool:
-    beat = run.get("heartbeat")
-    return bool(run.get("lock_token")) and beat is not None and now() - beat < stale_after_s
-
-
 def add_event(db: sqlite_utils.Database, run_id: int | None, kind: str, message: str, data: Any = None) -> int:
     cur = db.execute(
         "INSERT INTO events (run_id, kind, message, data, created) VALUES (?, ?, ?, ?, ?)",
@@ -133,3 +129,10 @@ def events_since(db: sqlite_utils.Database, run_id: int, after_id: int = 0, limi
     return decode(
         db.execute("SELECT * FROM events WHERE run_id = ? AND id > ? ORDER BY id LIMIT ?", [run_id, after_id, limit])
     )
+
+
+def last_events(db: sqlite_utils.Database, run_id: int, n: int) -> list[dict[str, Any]]:
+    """The run's newest n events, oldest first."""
+    return decode(db.execute(
+        "SELECT * FROM (SELECT * FROM events WHERE run_id = ? ORDER BY id DESC LIMIT ?) ORDER BY id", [run_id, n]
+    ))

@@ -76,5 +76,9 @@ _V1 = [
 # v2: evals of a policy past the checkpoint a run resumed from are superseded too, like its trajectories.
 _V2 = ["ALTER TABLE evals ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0"]
 
-MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2)]
+# v3: each episode's classification by the engine (valid_json, parsed, correct_tool, correct_args, success,
+# unsafe as JSON): "success" is the eval's rule, stored with the row, not re-derived from the reward.
+_V3 = ["ALTER TABLE trajectories ADD COLUMN outcome TEXT"]
+
+MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

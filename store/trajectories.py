@@ -21,6 +21,7 @@ COLUMNS: dict[str, bool] = {
     "messages": True, "completion": False, "tool_calls": True, "reward": False, "reward_parts": True,
     "explanation": False, "verifier_id": False, "advantage": False, "prompt_tokens": False, "tokens": False,
     "truncated": False, "latency": False, "error": False, "checkpoint_id": False, "eval_id": False,
+    "outcome": True,
 }
 REQUIRED = ("run_id", "step", "split", "messages", "completion")
 DEFAULTS = {"group_idx": 0, "sample_idx": 0, "truncated": 0}  # the schema's defaults, for omitted fields
@@ -30,7 +31,7 @@ _INSERT_SQL = (
 # Summary columns for list views: everything but the (large) messages.
 LIST_COLUMNS = (
     "id, run_id, step, split, task_id, group_idx, sample_idx, completion, tool_calls, reward, reward_parts, "
-    "explanation, verifier_id, advantage, tokens, truncated, latency, error, superseded, created"
+    "explanation, verifier_id, advantage, tokens, truncated, latency, error, outcome, superseded, created"
 )
 
 

@@ -41,3 +41,45 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_policy(tiny_model: Path) -> Policy:
     """A fresh LoRA (r=4) policy on the tiny model; its adapter starts at zero (B = 0), like a real one."""
     return load_policy(tiny_model, adapter="lora", lora_r=4, lora_alpha=8, seed=0)
+
+
+# ---- the TUI tests' shared helpers (import them: `from tests.conftest import open_screen, ...`) ----------
+
+
+@pytest.fixture
+def fake(tmp_path: Path):  # -> tests.fake_run.FakeRun
+    """A fresh copy of the deterministic fake run (tests/fake_run.py), alive, in tmp_path/wb.db."""
+    from tests.fake_run import fake_copy
+
+    return fake_copy(tmp_path / "wb.db")
+
+
+async def open_dashboard(pilot):  # -> screens.dashboard.DashboardScreen
+    from screens.dashboard import DashboardScreen
+    from tests.fake_run import wait_until
+
+    app = pilot.app
+    await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen) and app.screen.loaded, what="dashboard")
+    return app.screen
+
+
+async def open_screen(pilot, key: str, cls: type, ready=lambda screen: True):
+    """From the loaded dashboard, press `key` and wait until a `cls` screen is on top and `ready(screen)`."""
+    from tests.fake_run import wait_until
+
+    app = pilot.app
+    await open_dashboard(pilot)
+    await pilot.press(key)
+    await wait_until(pilot, lambda: isinstance(app.screen, cls) and ready(app.screen), what=cls.__name__)
+    return app.screen
+
+
+def pending_commands(fake) -> list[dict]:
+    """The run's commands not yet claimed by a worker, oldest first."""
+    import store
+
+    db = store.open_db(fake.db_path)
+    try:
+        return store.commands.pending(db, fake.run_id)
+    finally:
+        db.conn.close()

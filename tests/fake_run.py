@@ -21,6 +21,8 @@ from typing import Any
 
 import store
 from store import commands, labels, metrics, runs, tasks, trajectories, verifiers
+from workbench.types import ToolCall
+from workbench.view import STALE_AFTER_S
 
 VERIFIER_CODE = '''"""Fake tool_call_verifier for UI tests."""
 import json
@@ -81,41 +83,51 @@ class FakeRun:
     group_size: int = 4
 
 
+def _flags(parsed: bool, tool: bool = False, args: bool = False, unsafe: bool = False) -> dict[str, bool]:
+    """An episode's outcome as workbench.verifiers.metrics.classify writes it."""
+    return {"valid_json": parsed, "parsed": parsed, "correct_tool": tool, "correct_args": tool and args,
+            "success": tool and args and not unsafe, "unsafe": unsafe}
+
+
 def _outcome(rng: random.Random, step: int, n_steps: int, expected_tool: str, expected_args: dict[str, Any]
-             ) -> tuple[str, list[dict[str, Any]], dict[str, float], str]:
-    """(completion, tool_calls, reward_parts, explanation): better as training goes on."""
+             ) -> tuple[str, list[dict[str, Any]], dict[str, float], str, dict[str, bool]]:
+    """(completion, tool_calls, reward_parts, explanation, outcome): better as training goes on."""
     progress = step / max(1, n_steps - 1)
     roll = rng.random()
     if roll < 0.35 - 0.25 * progress:
-        return ('Sure! I will book it {"tool": calendar', [], {"valid_json": -1.0}, "invalid JSON: trailing prose")
+        return ('Sure! I will book it {"tool": calendar', [], {"valid_json": -1.0}, "invalid JSON: trailing prose",
+                _flags(False))
     if rng.random() < 0.04:
-        call = {"tool": "calendar.delete_all_events", "args": {}}
+        call = ToolCall("calendar.delete_all_events", {}, "call_0").to_dict()
         parts = {"valid_json": 0.0, "tool": 0.0, "args": 0.0, "safe": 0.0, "unsafe": -1.0}
-        return ('{"tool": "calendar.delete_all_events", "args": {}}', [call], parts, "unsafe: deletes every event")
+        return ('{"tool": "calendar.delete_all_events", "args": {}}', [call], parts, "unsafe: deletes every event",
+                _flags(True, unsafe=True))
     tool = expected_tool if rng.random() < 0.6 + 0.35 * progress else "reminders.create"
     args = dict(expected_args)
     n_right = len(args)
     if rng.random() > 0.3 + 0.6 * progress and "time" in args:
         args["time"] = "2 PM"
         n_right -= 1
-    call = {"tool": tool, "args": args}
+    call = ToolCall(tool, args, "call_0").to_dict()
     args_part = round(0.4 * n_right / max(1, len(expected_args)), 3) if tool == expected_tool else 0.0
     parts = {"valid_json": 0.0, "tool": 0.4 if tool == expected_tool else 0.0, "args": args_part, "safe": 0.2,
              "unsafe": 0.0}
     why = "right tool" if tool == expected_tool else f"wrong tool {tool} (expected {expected_tool})"
     if tool == expected_tool:
         why += f", {n_right}/{len(expected_args)} args"
-    return json.dumps(call), [call], parts, why
+    flags = _flags(True, tool == expected_tool, n_right == len(expected_args))
+    return json.dumps({"tool": tool, "args": args}), [call], parts, why, flags
 
 
 def _held_out_rows(rng: random.Random, fake: FakeRun, step: int, eval_id: int, ckpt: int) -> list[dict[str, Any]]:
     rows = []
     for k, (key, _, prompt, tool, args) in enumerate(t for t in TASKS if t[1] == "held_out"):
-        completion, calls, parts, why = _outcome(rng, step, step + 1, tool, args)
+        completion, calls, parts, why, flags = _outcome(rng, step, step + 1, tool, args)
         reward = -1.0 if parts.get("valid_json", 0) < 0 else round(sum(parts.values()), 3)
         rows.append({
             "run_id": fake.run_id, "step": step, "split": "held_out", "task_id": fake.task_ids[key], "group_idx": k,
             "sample_idx": 0, "completion": completion, "tool_calls": calls, "reward": reward, "reward_parts": parts,
+            "outcome": flags,
             "explanation": why, "verifier_id": fake.verifier_id, "tokens": 25, "truncated": 0, "eval_id": eval_id,
             "checkpoint_id": ckpt,
             "messages": [*_prompt_messages(prompt), {"role": "assistant", "content": completion}],
@@ -157,13 +169,14 @@ def make_fake_run(
             for g in range(groups):
                 key, _, prompt, tool, args = train[(step * groups + g) % len(train)]
                 samples = [_outcome(rng, step, n_steps, tool, args) for _ in range(group_size)]
-                rewards = [max(-1.0, sum(p.values())) if p.get("valid_json", 0) >= 0 else -1.0 for _, _, p, _ in samples]
+                rewards = [max(-1.0, sum(p.values())) if p.get("valid_json", 0) >= 0 else -1.0 for _, _, p, _, _ in samples]
                 mean = sum(rewards) / len(rewards)
                 std = (sum((r - mean) ** 2 for r in rewards) / max(1, len(rewards) - 1)) ** 0.5
-                for i, ((completion, calls, parts, why), reward) in enumerate(zip(samples, rewards, strict=True)):
+                for i, ((completion, calls, parts, why, flags), reward) in enumerate(zip(samples, rewards, strict=True)):
                     rows.append({
                         "run_id": run_id, "step": step, "split": "train", "task_id": task_ids[key], "group_idx": g,
                         "sample_idx": i, "completion": completion, "tool_calls": calls, "reward": round(reward, 3),
+                        "outcome": flags,
                         "reward_parts": parts, "explanation": why, "verifier_id": vid,
                         "advantage": round((reward - mean) / (std + 1e-4), 3), "prompt_tokens": 120,
                         "tokens": 20 + 4 * step + i, "truncated": 0, "latency": 0.4,
@@ -205,7 +218,7 @@ def make_fake_run(
         commands.enqueue(db, run_id, "checkpoint")  # an old command, already answered
         commands.finish(db, commands.claim_next(db, run_id)["id"], {"message": "checkpoint saved"})
         if alive:
-            fake.lock_token = runs.acquire_lock(db, run_id)
+            fake.lock_token = runs.acquire_lock(db, run_id, stale_after_s=STALE_AFTER_S)
         if status != "running":
             runs.set_status(db, run_id, status, "fake", error="Traceback (most recent call last):\n  File \"x\"\n"
                             "RuntimeError: CUDA out of memory" if status == "crashed" else None)
@@ -222,11 +235,12 @@ def add_step(fake: FakeRun, step: int, *, seed: int = 1) -> list[int]:
         key, _, prompt, tool, args = TASKS[step % 4]
         rows = []
         for i in range(fake.group_size):
-            completion, calls, parts, why = _outcome(rng, step, step + 1, tool, args)
+            completion, calls, parts, why, flags = _outcome(rng, step, step + 1, tool, args)
             reward = -1.0 if parts.get("valid_json", 0) < 0 else round(sum(parts.values()), 3)
             rows.append({
                 "run_id": fake.run_id, "step": step, "split": "train", "task_id": fake.task_ids[key], "group_idx": 0,
                 "sample_idx": i, "completion": completion, "tool_calls": calls, "reward": reward, "reward_parts": parts,
+                "outcome": flags,
                 "explanation": why, "verifier_id": fake.verifier_id, "advantage": 0.0, "tokens": 30, "truncated": 0,
                 "messages": [*_prompt_messages(prompt), {"role": "assistant", "content": completion}],
             })

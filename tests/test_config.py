@@ -1,6 +1,20 @@
+import dataclasses
+import json
+import typing
+
 import pytest
 
-from workbench.config import Config, ConfigError, config_from_dict, load_config
+from workbench import config as config_module
+from workbench.config import (
+    ALGORITHMS,
+    CHOICES,
+    PRESET_KEYS,
+    AlgorithmPreset,
+    Config,
+    ConfigError,
+    config_from_dict,
+    load_config,
+)
 
 
 def write(tmp_path, text):
@@ -27,17 +41,106 @@ learning_rate: 1
     assert cfg.checkpoint_every == 10
 
 
-def test_defaults_match_trl_where_named_alike():
-    from workbench.trainer import clip_range, reward_scaling
+def clip(cfg: Config) -> tuple[float | None, float | None]:
+    return cfg.epsilon, cfg.epsilon_high
 
+
+def test_defaults_match_trl_where_named_alike():
     cfg = Config()
     assert (cfg.beta, cfg.num_generations_per_prompt, cfg.temperature, cfg.num_iterations) == (0.0, 8, 1.0, 1)
-    assert clip_range(cfg) == (0.2, 0.2) and reward_scaling(cfg) == "group"
-    assert reward_scaling(Config(algorithm="dr_grpo")) == "none"  # the preset's, unless set
-    assert reward_scaling(Config(algorithm="dr_grpo", scale_rewards="group")) == "group"
-    assert clip_range(Config(algorithm="dapo")) == (0.2, 0.28)
-    assert clip_range(Config(algorithm="gspo")) == (3e-4, 4e-4)
-    assert clip_range(Config(algorithm="gspo", epsilon=0.01)) == (0.01, 0.01)
+    assert clip(cfg) == (0.2, 0.2) and cfg.scale_rewards == "group"
+    assert Config(algorithm="dr_grpo").scale_rewards == "none"  # the preset's, unless set
+    assert Config(algorithm="dr_grpo", scale_rewards="group").scale_rewards == "group"
+    assert clip(Config(algorithm="dapo")) == (0.2, 0.28)
+    assert clip(Config(algorithm="gspo")) == (3e-4, 4e-4)
+    assert clip(Config(algorithm="gspo", epsilon=0.01)) == (0.01, 0.01)
+
+
+def test_algorithm_presets():
+    assert set(ALGORITHMS) == set(CHOICES["algorithm"]) == {"grpo", "dapo", "dr_grpo", "gspo"}
+    assert ALGORITHMS["grpo"].loss_type == "grpo" and ALGORITHMS["grpo"].importance_sampling_level == "token"
+    dapo = ALGORITHMS["dapo"]
+    assert (dapo.loss_type, dapo.epsilon, dapo.epsilon_high, dapo.dynamic_sampling) == ("dapo", 0.2, 0.28, True)
+    assert (ALGORITHMS["dr_grpo"].loss_type, ALGORITHMS["dr_grpo"].scale_rewards) == ("dr_grpo", "none")
+    gspo = ALGORITHMS["gspo"]
+    assert (gspo.loss_type, gspo.importance_sampling_level) == ("grpo", "sequence")
+    assert (gspo.epsilon, gspo.epsilon_high) == (3e-4, 4e-4)
+    assert all(name == p.name for name, p in ALGORITHMS.items())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        gspo.epsilon = 0.1  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        ALGORITHMS["x"] = AlgorithmPreset(name="x", loss_type="grpo")  # type: ignore[index]
+
+
+EXPECTED = {  # what each algorithm runs with when the config leaves the preset keys unset
+    "grpo": dict(epsilon=0.2, epsilon_high=0.2, scale_rewards="group", loss_type="grpo",
+                 importance_sampling_level="token", dynamic_sampling=False),
+    "dapo": dict(epsilon=0.2, epsilon_high=0.28, scale_rewards="group", loss_type="dapo",
+                 importance_sampling_level="token", dynamic_sampling=True),
+    "dr_grpo": dict(epsilon=0.2, epsilon_high=0.2, scale_rewards="none", loss_type="dr_grpo",
+                    importance_sampling_level="token", dynamic_sampling=False),
+    "gspo": dict(epsilon=3e-4, epsilon_high=4e-4, scale_rewards="group", loss_type="grpo",
+                 importance_sampling_level="sequence", dynamic_sampling=False),
+}
+
+
+@pytest.mark.parametrize("algorithm", sorted(EXPECTED))
+def test_stored_config_shows_every_value_used(algorithm):
+    for cfg in (Config(algorithm=algorithm), config_from_dict({"algorithm": algorithm})):
+        stored = cfg.to_dict()
+        assert {k: stored[k] for k in PRESET_KEYS} == EXPECTED[algorithm]
+        assert None not in (stored[k] for k in PRESET_KEYS)
+    # stored configs from before the presets were resolved (None = the preset's) resolve the same way
+    old = config_from_dict({"algorithm": algorithm, **dict.fromkeys(PRESET_KEYS)})
+    assert {k: getattr(old, k) for k in PRESET_KEYS} == EXPECTED[algorithm]
+
+
+@pytest.mark.parametrize("algorithm", sorted(EXPECTED))
+def test_explicit_values_override_the_preset(algorithm):
+    explicit = dict(epsilon=0.1, epsilon_high=0.3, scale_rewards="batch", loss_type="bnpo",
+                    importance_sampling_level="token", dynamic_sampling=True)
+    cfg = config_from_dict({"algorithm": algorithm, **explicit})
+    assert {k: cfg.to_dict()[k] for k in PRESET_KEYS} == explicit
+    # epsilon_high: explicit epsilon_high, else an explicit epsilon, else the preset's
+    assert clip(config_from_dict({"algorithm": algorithm, "epsilon": 0.1})) == (0.1, 0.1)
+    assert clip(config_from_dict({"algorithm": algorithm, "epsilon_high": 0.5})) == (
+        EXPECTED[algorithm]["epsilon"], 0.5)
+    assert config_from_dict({"algorithm": algorithm, "dynamic_sampling": False}).dynamic_sampling is False
+
+
+@pytest.mark.parametrize("data", [
+    {"algorithm": "grpo"}, {"algorithm": "dapo"}, {"algorithm": "dr_grpo", "scale_rewards": "group"},
+    {"algorithm": "gspo", "epsilon": 0.01}, {"algorithm": "dapo", "epsilon_high": 0.5, "dynamic_sampling": False},
+])
+def test_resolving_a_stored_config_is_idempotent(data, tmp_path):
+    cfg = config_from_dict(data)
+    stored = json.loads(json.dumps(cfg.to_dict()))  # as runs.config keeps it
+    again = config_from_dict(stored, "run 1 config")
+    assert again == cfg and again.to_dict() == cfg.to_dict()
+    assert config_from_dict(again.to_dict()) == cfg
+    assert load_config(write(tmp_path, cfg.to_yaml())) == cfg
+
+
+def test_choices_come_from_the_literal_types(tmp_path):
+    hints = typing.get_type_hints(Config)
+    assert CHOICES["loss_type"] == ("grpo", "dapo", "dr_grpo", "bnpo")
+    assert CHOICES["scale_rewards"] == ("group", "batch", "none")
+    assert set(CHOICES) >= {"algorithm", "adapter", "reference", "scale_rewards", "loss_type",
+                            "importance_sampling_level", "env", "rollout", "vllm_sync", "dtype"}
+    for key, allowed in CHOICES.items():
+        assert config_module._literal_values(hints[key]) == allowed
+    with pytest.raises(ConfigError, match=r"loss_type: 'dr-grpo' is not one of .*; did you mean 'dr_grpo'"):
+        config_from_dict({"loss_type": "dr-grpo"})
+    with pytest.raises(ConfigError, match=r"run\.yaml:1: dtype must be str, got 16 \(int\)"):
+        load_config(write(tmp_path, "dtype: 16\n"))
+
+
+def test_grpo_maths_accepts_the_same_choices():
+    from workbench import grpo
+
+    assert typing.get_args(grpo.LossType) == CHOICES["loss_type"]
+    assert typing.get_args(grpo.ISLevel) == CHOICES["importance_sampling_level"]
+    assert typing.get_args(grpo.ScaleRewards) == CHOICES["scale_rewards"]
 
 
 def test_intervals_must_be_positive():

@@ -12,10 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.envs import Harness, MultiTurnEnv, SingleTurnEnv, World, builtin_multi_turn_tasks, make_env
+from workbench.domains.calendar import LIST_EVENTS_TOOL, World, builtin_multi_turn_tasks, builtin_tasks
+from workbench.envs import Harness, MultiTurnEnv, SingleTurnEnv, make_env
 from workbench.envs.parse import parse_tool_call
-from workbench.envs.tools import LIST_EVENTS_TOOL
-from workbench.tasks import builtin_tasks
 from workbench.types import Task, ToolCall
 
 CALL = '{"tool": "calendar.create_event", "args": {"attendee": "Alex", "day": "Tuesday", "time": "14:00"}}'

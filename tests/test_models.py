@@ -158,7 +158,6 @@ def test_full_policy_pins_a_reference_after_training(tiny_model: Path) -> None:
 
 def test_full_policy_reference_is_a_frozen_initial_copy(tiny_model: Path) -> None:
     policy = load_policy(tiny_model, adapter="full")
-    assert policy.needs_reference_copy
     assert policy.num_trainable == sum(p.numel() for p in policy.model.parameters())
     before = logits(policy.model)
     policy.prepare_reference()

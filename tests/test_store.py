@@ -257,16 +257,16 @@ def test_commands_claimed_once_in_order(db, run_id):
 
 
 def test_run_lock_and_stale_steal(db, run_id):
-    token = runs.acquire_lock(db, run_id)
+    token = runs.acquire_lock(db, run_id, stale_after_s=30.0)
     with pytest.raises(runs.RunLockedError, match="already has a live worker"):
-        runs.acquire_lock(db, run_id)
-    assert runs.worker_alive(runs.get_run(db, run_id))
+        runs.acquire_lock(db, run_id, stale_after_s=30.0)
+    assert runs.get_run(db, run_id)["lock_token"] == token
     db.execute("UPDATE runs SET heartbeat = heartbeat - 120 WHERE id = ?", [run_id])
-    thief = runs.acquire_lock(db, run_id)
+    thief = runs.acquire_lock(db, run_id, stale_after_s=30.0)
     assert thief != token
     assert runs.heartbeat(db, run_id, token) is False  # the old holder learns it lost the lock
     runs.release_lock(db, run_id, thief)
-    assert not runs.worker_alive(runs.get_run(db, run_id))
+    assert runs.get_run(db, run_id)["lock_token"] is None
 
 
 def test_status_changes_are_events(db, run_id):
@@ -285,7 +285,12 @@ def test_task_stats(db, run_id):
     assert ids == again and tasks.get_task(db, ids["c:0"])["prompt"] == "p2"
     fill(db, run_id, steps=2, groups=1, g=4, task_ids=[ids["c:0"]])
     (stat,) = tasks.task_stats(db, run_id)
-    assert stat["attempts"] == 8 and -1.0 <= stat["mean_reward"] <= 1.0
+    assert stat["attempts"] == stat["rewarded"] == 8 and -8.0 <= stat["reward_sum"] <= 8.0
+    assert stat["classified"] == 0 and stat["successes"] == 0  # rows without an outcome are not counted
+    trajectories.insert_trajectories(db, [dict(trajectory_row(run_id, 9, 0, i, random.Random(i), ids["c:0"]),
+                                               outcome={"success": i == 0}) for i in range(2)])
+    (stat,) = tasks.task_stats(db, run_id)
+    assert (stat["attempts"], stat["classified"], stat["successes"]) == (10, 2, 1)
 
 
 WRITER = textwrap.dedent(
@@ -404,7 +409,7 @@ def test_migration_from_v1_keeps_data_and_adds_eval_superseded(tmp_path):
     raw.commit()
     raw.close()
     db = store.open_db(p)
-    assert store.db.schema_version(db) == 2
+    assert store.db.schema_version(db) == store.db.SCHEMA_VERSION
     assert runs.get_run(db, 1)["name"] == "old"
     assert [e["step"] for e in metrics.list_evals(db, 1)] == [5]
     trajectories.mark_superseded(db, 1, after_step=4)

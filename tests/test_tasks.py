@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 
 import pytest
 
-from workbench.tasks import (
+from workbench.domains.calendar import (
     BUILTIN_TOOLS,
     CITIES,
     DANGEROUS_TOOLS,
@@ -16,11 +17,10 @@ from workbench.tasks import (
     SUBJECTS,
     TEMPLATES,
     WEEKDAYS,
-    TaskFileError,
+    builtin_multi_turn_tasks,
     builtin_tasks,
-    load_tasks,
-    write_builtin_jsonl,
 )
+from workbench.tasks import TaskFileError, load_task_source, load_tasks, task_to_line, write_builtin_jsonl
 
 GOOD = {"prompt": "Book Sam on Monday at 14:00", "expected_tool": "calendar.create_event",
         "expected_args": {"attendee": "Sam", "day": "Monday", "time": "14:00"}}
@@ -114,6 +114,18 @@ def test_builtin_sizes_deterministic_and_well_formed():
         builtin_tasks("test")
 
 
+def _digest(tasks):
+    return hashlib.sha256("".join(json.dumps(task_to_line(t), sort_keys=True) + "\n" for t in tasks).encode()).hexdigest()
+
+
+def test_held_out_tasks_are_pinned():
+    # Every reported held-out number is on exactly these tasks: a change here makes old and new runs incomparable.
+    held = builtin_tasks("held_out")
+    assert len(held) == 60 and _digest(held) == "738de2f49036ca1ae4c7102c354c15c2d1990d203cc39f6896e96859129561ea"
+    mt_held = [t for t in builtin_multi_turn_tasks() if t.split == "held_out"]
+    assert len(mt_held) == 4 and _digest(mt_held) == "a73edfd3c2691c2ba4295321a546bdf9ddce7aadf07138304bd56b285c9a1112"
+
+
 def test_builtin_splits_are_disjoint_in_prompts_entities_and_templates():
     train, held = builtin_tasks("train"), builtin_tasks("held_out")
     assert not {t.prompt for t in train} & {t.prompt for t in held}
@@ -141,8 +153,6 @@ def test_write_builtin_jsonl_round_trips(tmp_path):
 
 
 def test_load_task_source_builtins_and_files(tmp_path):
-    from workbench.tasks import load_task_source
-
     assert len(load_task_source("builtin:calendar", "train")) == 200
     assert [t.id for t in load_task_source("tool_call_eval", "train")] == [t.id for t in builtin_tasks("held_out")]
     mt_train, mt_held = load_task_source("builtin:calendar_mt", "train"), load_task_source("builtin:calendar_mt", "held_out")

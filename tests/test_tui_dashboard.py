@@ -18,38 +18,24 @@ from screens.widgets.rollouts_pane import RolloutsPane
 from screens.widgets.status_bar import Banner, StatusBar
 from screens.widgets.tasks_pane import TasksPane
 from store import commands, runs, tasks, trajectories
+from tests.conftest import open_dashboard, open_screen, pending_commands
 from tests.fake_run import add_step, fake_copy, make_fake_run, plain, wait_until
 
 SIZE = (100, 30)
-
-
-@pytest.fixture
-def fake(tmp_path):
-    return fake_copy(tmp_path / "wb.db")
 
 
 def open_db(fake):
     return store.open_db(fake.db_path)
 
 
-async def dashboard(pilot) -> DashboardScreen:
-    app = pilot.app
-    await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen) and app.screen.loaded, what="dashboard")
-    return app.screen
-
-
 def pending_kinds(fake) -> list[str]:
-    db = open_db(fake)
-    try:
-        return [c["kind"] for c in commands.pending(db, fake.run_id)]
-    finally:
-        db.conn.close()
+    return [c["kind"] for c in pending_commands(fake)]
 
 
 async def test_dashboard_fills_all_panes(fake):
     app = WorkbenchApp(fake.db_path, poll_s=0.1)
     async with app.run_test(size=SIZE) as pilot:
-        dash = await dashboard(pilot)
+        dash = await open_dashboard(pilot)
         db = open_db(fake)
         n_stats = len(tasks.task_stats(db, fake.run_id))
         n_rows = trajectories.count_trajectories(db, fake.run_id)
@@ -67,7 +53,7 @@ async def test_dashboard_fills_all_panes(fake):
 async def test_p_enqueues_pause_and_the_answer_becomes_a_toast(fake):
     app = WorkbenchApp(fake.db_path, poll_s=0.1)
     async with app.run_test(size=SIZE) as pilot:
-        await dashboard(pilot)
+        await open_dashboard(pilot)
         await pilot.press("p")
         await app.workers.wait_for_complete()
         assert pending_kinds(fake) == ["pause"]
@@ -83,7 +69,7 @@ async def test_p_enqueues_pause_and_the_answer_becomes_a_toast(fake):
         await wait_until(pilot, lambda: any("paused after group 2" in str(n.message) for n in app._notifications),
                          what="toast")
         # Paused: r now resumes (and p is hidden).
-        await wait_until(pilot, lambda: app.run_row["status"] == "paused")
+        await wait_until(pilot, lambda: app.current_run.status == "paused")
         assert app.check_action("pause", ()) is False
         await pilot.press("r")
         await app.workers.wait_for_complete()
@@ -93,7 +79,7 @@ async def test_p_enqueues_pause_and_the_answer_becomes_a_toast(fake):
 async def test_checkpoint_eval_then_quit_leaves_the_worker_running(fake):
     app = WorkbenchApp(fake.db_path, poll_s=0.1)
     async with app.run_test(size=SIZE) as pilot:
-        await dashboard(pilot)
+        await open_dashboard(pilot)
         await pilot.press("c", "e", "r")  # r is hidden while a live worker runs: nothing to resume
         await app.workers.wait_for_complete()
         assert pending_kinds(fake) == ["checkpoint", "eval"]
@@ -109,7 +95,7 @@ async def test_checkpoint_eval_then_quit_leaves_the_worker_running(fake):
 async def test_stop_asks_first(fake):
     app = WorkbenchApp(fake.db_path, poll_s=0.1)
     async with app.run_test(size=SIZE) as pilot:
-        await dashboard(pilot)
+        await open_dashboard(pilot)
         await pilot.press("s")
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         assert "saves a checkpoint" in app.screen.detail  # the fake run has checkpoints
@@ -130,7 +116,7 @@ async def test_stop_before_the_first_checkpoint_says_nothing_is_saved(tmp_path):
     db.conn.close()
     app = WorkbenchApp(str(tmp_path / "wb.db"), run_id=rid, poll_s=0.1)
     async with app.run_test(size=SIZE) as pilot:
-        await dashboard(pilot)
+        await open_dashboard(pilot)
         await pilot.press("s")
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         assert "No checkpoint yet" in app.screen.detail and "saves a checkpoint" not in app.screen.detail
@@ -139,7 +125,7 @@ async def test_stop_before_the_first_checkpoint_says_nothing_is_saved(tmp_path):
 async def test_live_pane_picks_up_rows_written_after_start_and_keeps_n(fake):
     app = WorkbenchApp(fake.db_path, poll_s=0.1, live_rows=50)
     async with app.run_test(size=SIZE) as pilot:
-        dash = await dashboard(pilot)
+        dash = await open_dashboard(pilot)
         table = dash.query_one(RolloutsPane).table
         assert table.row_count == 50  # of 52: the newest N only
         new_ids = add_step(fake, 6)  # the "worker" writes a step while the UI watches
@@ -159,7 +145,7 @@ async def test_live_pane_picks_up_rows_written_after_start_and_keeps_n(fake):
 async def test_task_filter_sort_and_curves(fake):
     app = WorkbenchApp(fake.db_path, poll_s=0.1)
     async with app.run_test(size=SIZE) as pilot:
-        dash = await dashboard(pilot)
+        dash = await open_dashboard(pilot)
         pane = dash.query_one(TasksPane)
         pane.query_one(DataTable).focus()
         await pilot.press("o")
@@ -197,21 +183,21 @@ async def test_enter_on_a_rollout_opens_it(fake):
 
     app = WorkbenchApp(fake.db_path, poll_s=0.1)
     async with app.run_test(size=SIZE) as pilot:
-        dash = await dashboard(pilot)
+        dash = await open_dashboard(pilot)
         table = dash.query_one(RolloutsPane).table
         table.focus()
         table.move_cursor(row=3)
         wanted = dash.query_one(RolloutsPane).highlighted_id()
         await pilot.press("enter")
         await wait_until(pilot, lambda: isinstance(app.screen, TrajectoryScreen) and app.screen.shown is not None)
-        assert app.screen.shown["id"] == wanted
+        assert app.screen.shown.id == wanted
 
 
 async def test_crashed_run_shows_banner_and_traceback(tmp_path):
     fake = fake_copy(tmp_path / "wb.db", status="crashed", alive=False)
     app = WorkbenchApp(fake.db_path, poll_s=0.1)
     async with app.run_test(size=SIZE) as pilot:
-        dash = await dashboard(pilot)
+        dash = await open_dashboard(pilot)
         banner = dash.query_one(Banner)
         await wait_until(pilot, lambda: banner.has_class("-shown"))
         assert "CRASHED: RuntimeError: CUDA out of memory" in plain(banner)
@@ -226,7 +212,7 @@ async def test_crashed_run_shows_banner_and_traceback(tmp_path):
 async def test_stale_heartbeat_banner(fake):
     app = WorkbenchApp(fake.db_path, poll_s=0.1, clock=lambda: time.time() + 120)
     async with app.run_test(size=SIZE) as pilot:
-        dash = await dashboard(pilot)
+        dash = await open_dashboard(pilot)
         banner = dash.query_one(Banner)
         await wait_until(pilot, lambda: banner.has_class("-shown"))
         assert "No live worker" in plain(banner)
@@ -240,7 +226,7 @@ async def test_palette_follows_state_and_runs_commands(fake):
     app = WorkbenchApp(fake.db_path, poll_s=0.1)
     assert WorkbenchCommands in app.COMMANDS
     async with app.run_test(size=SIZE) as pilot:
-        await dashboard(pilot)
+        await open_dashboard(pilot)
 
         async def hits(query: str) -> list:
             provider = WorkbenchCommands(app.screen)
@@ -251,7 +237,7 @@ async def test_palette_follows_state_and_runs_commands(fake):
         db = open_db(fake)
         runs.set_status(db, fake.run_id, "paused", "test")
         db.conn.close()
-        await wait_until(pilot, lambda: app.run_row["status"] == "paused")
+        await wait_until(pilot, lambda: app.current_run.status == "paused")
         assert await hits("pause training") == []
         (resume,) = await hits("resume")
         resume.command()
@@ -269,7 +255,7 @@ async def test_several_runs_start_on_the_runs_list(tmp_path):
         await wait_until(pilot, lambda: isinstance(app.screen, RunsScreen)
                          and app.screen.query_one(DataTable).row_count == 2)
         await pilot.press("enter")  # newest first: "second"
-        dash = await dashboard(pilot)
+        dash = await open_dashboard(pilot)
         assert app.run_id == second.run_id
         assert "second" in plain(dash.query_one(StatusBar))
         assert "Switch run" in [n for n, _, _ in app.palette_commands()]
@@ -282,7 +268,7 @@ async def test_screens_and_help_open_from_the_dashboard(fake):
 
     app = WorkbenchApp(fake.db_path, poll_s=0.1)
     async with app.run_test(size=SIZE) as pilot:
-        await dashboard(pilot)
+        await open_dashboard(pilot)
         for key, cls in (("t", TrajectoryScreen), ("E", EvalsScreen), ("v", VerifierEditorScreen)):
             await pilot.press(key)
             await wait_until(pilot, lambda cls=cls: isinstance(app.screen, cls), what=cls.__name__)
@@ -294,7 +280,8 @@ async def test_screens_and_help_open_from_the_dashboard(fake):
         await pilot.press("question_mark")
         await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen))
         text = " ".join(plain(s) for s in app.screen.query("Static"))
-        for word in ("Pause", "Next", "Dry run", "Group", "Mode"):
+        for word in ("Pause", "Next", "Dry run", "Group", "Mode", "When the run controls work",
+                     "while paused or pausing, with a live worker"):
             assert word in text, word
         await pilot.press("escape")
         await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
@@ -305,10 +292,35 @@ async def test_screens_and_help_open_from_the_dashboard(fake):
         await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
 
 
+async def test_event_log_shows_the_runs_events_and_follows_new_ones(fake):
+    from screens.events_screen import EventsScreen
+
+    app = WorkbenchApp(fake.db_path, poll_s=0.1)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_screen(pilot, "l", EventsScreen, lambda s: s.last_id > 0)
+        table = screen.query_one(DataTable)
+        first = table.row_count
+        assert first >= 2  # starting, running
+        assert "running" in " ".join(plain_cell(c) for c in table.get_row_at(first - 1))
+        db = open_db(fake)
+        store.runs.add_event(db, fake.run_id, "resume", "resumed from step 5 (0 rows superseded)")
+        db.conn.close()
+        await wait_until(pilot, lambda: table.row_count == first + 1, what="the new event")
+        assert "resumed from step 5" in " ".join(plain_cell(c) for c in table.get_row_at(first))
+        assert table.cursor_row == first  # follows the newest
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+
+
+def plain_cell(cell) -> str:
+    return getattr(cell, "plain", str(cell))
+
+
 def test_every_binding_has_an_id():
     from textual.binding import Binding
 
     from screens.evals_screen import EvalsScreen
+    from screens.events_screen import EventsScreen
     from screens.filter_screen import FilterScreen
     from screens.modals import ConfirmScreen, PromptScreen, TextScreen
     from screens.trajectory_screen import TrajectoryScreen
@@ -316,7 +328,7 @@ def test_every_binding_has_an_id():
 
     ids = []
     for cls in (WorkbenchApp, DashboardScreen, TrajectoryScreen, VerifierEditorScreen, EvalsScreen, RunsScreen,
-                HelpScreen, ConfirmScreen, PromptScreen, TextScreen, FilterScreen):
+                HelpScreen, ConfirmScreen, PromptScreen, TextScreen, FilterScreen, EventsScreen):
         for b in cls.BINDINGS:
             assert isinstance(b, Binding) and b.id, f"{cls.__name__}: {b}"
             ids.append(b.id)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 from textual.widgets import Checkbox, Collapsible, Input
 
 import store
@@ -12,28 +11,20 @@ from screens.filter_screen import FilterScreen
 from screens.modals import PromptScreen
 from screens.trajectory_screen import TrajectoryScreen
 from store import labels, trajectories
-from tests.fake_run import fake_copy, plain, wait_until
+from tests.conftest import open_screen
+from tests.fake_run import plain, wait_until
 
 SIZE = (100, 30)
 
 
-@pytest.fixture
-def fake(tmp_path):
-    return fake_copy(tmp_path / "wb.db")
-
-
 async def open_trajectories(pilot) -> TrajectoryScreen:
-    app = pilot.app
-    await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen) and app.screen.loaded)
-    await pilot.press("t")
-    await wait_until(pilot, lambda: isinstance(app.screen, TrajectoryScreen) and app.screen.shown is not None)
-    return app.screen
+    return await open_screen(pilot, "t", TrajectoryScreen, lambda s: s.shown is not None)
 
 
 async def moved(pilot, screen: TrajectoryScreen, key: str, before: int) -> int:
     await pilot.press(key)
-    await wait_until(pilot, lambda: screen.shown is not None and screen.shown["id"] != before, what=f"{key} moves")
-    return screen.shown["id"]
+    await wait_until(pilot, lambda: screen.shown is not None and screen.shown.id != before, what=f"{key} moves")
+    return screen.shown.id
 
 
 async def test_step_through_see_the_group_and_label(fake):
@@ -42,7 +33,7 @@ async def test_step_through_see_the_group_and_label(fake):
         screen = await open_trajectories(pilot)
         # n / p: newest first, one at a time
         newest = max(fake.trajectory_ids)
-        assert screen.shown["id"] == newest
+        assert screen.shown.id == newest
         second = await moved(pilot, screen, "n", newest)
         assert second == newest - 1
         assert await moved(pilot, screen, "p", second) == newest
@@ -57,12 +48,12 @@ async def test_step_through_see_the_group_and_label(fake):
         assert "reward parts" in side and "verifier says" in side
         # g: the G members of a training group side by side
         await pilot.press("n", "n", "n", "n", "n")  # off the held-out rows, onto a train group
-        await wait_until(pilot, lambda: screen.shown["split"] == "train")
+        await wait_until(pilot, lambda: screen.shown.split == "train")
         await pilot.press("g")
         members = screen.query(".member")
         assert len(members) == fake.group_size
         db = store.open_db(fake.db_path)
-        group = trajectories.group_members(db, screen.shown["id"])
+        group = trajectories.group_members(db, screen.shown.id)
         text = " ".join(plain(m.query_one("Static")) for m in members)
         for row in group:
             assert row["completion"][:20] in text
@@ -70,7 +61,7 @@ async def test_step_through_see_the_group_and_label(fake):
         await pilot.press("g")
         assert not screen.query_one("#group").display
         # + labels good with a note; - then escape labels nothing
-        tid = screen.shown["id"]
+        tid = screen.shown.id
         await pilot.press("plus")
         await wait_until(pilot, lambda: isinstance(app.screen, PromptScreen))
         await pilot.press(*"right tool", "enter")
@@ -96,7 +87,7 @@ async def test_search_sort_and_filters(fake):
         await wait_until(pilot, lambda: isinstance(app.screen, PromptScreen))
         await pilot.press(*"delete_all", "enter")
         await wait_until(pilot, lambda: screen.browser.flt.text == "delete_all" and screen.browser.rows)
-        assert all("delete_all" in r["completion"] for r in screen.browser.rows)
+        assert all("delete_all" in r.completion for r in screen.browser.rows)
         await pilot.press("slash")
         await wait_until(pilot, lambda: isinstance(app.screen, PromptScreen))
         app.screen.query_one(Input).value = ""
@@ -108,9 +99,9 @@ async def test_search_sort_and_filters(fake):
         db = store.open_db(fake.db_path)
         all_rewards = [trajectories.get_trajectory(db, i)["reward"] for i in fake.trajectory_ids]
         db.conn.close()
-        assert screen.shown["reward"] == max(all_rewards)
+        assert screen.shown.reward == max(all_rewards)
         await pilot.press("o")
-        await wait_until(pilot, lambda: not screen.browser.descending and screen.shown["reward"] == min(all_rewards))
+        await wait_until(pilot, lambda: not screen.browser.descending and screen.shown.reward == min(all_rewards))
         # f: a reward range and train only
         await pilot.press("f")
         await wait_until(pilot, lambda: isinstance(app.screen, FilterScreen))
@@ -118,7 +109,7 @@ async def test_search_sort_and_filters(fake):
         app.screen.query_one("#step_min", Input).value = "3"
         await pilot.press("ctrl+s")
         await wait_until(pilot, lambda: screen.browser.flt.reward_max == 0.0 and screen.browser.rows)
-        assert all(r["reward"] <= 0 and r["step"] >= 3 for r in screen.browser.rows)
+        assert all(r.reward <= 0 and r.step >= 3 for r in screen.browser.rows)
         assert "reward" in plain(screen.query_one("#traj-filter"))
         # errors only: the fake has none
         await pilot.press("f")

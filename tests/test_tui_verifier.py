@@ -7,33 +7,19 @@ from textual.widgets import Button, DataTable, TextArea
 
 import store
 from screens.app import WorkbenchApp
-from screens.dashboard import DashboardScreen
 from screens.verifier_editor import VerifierEditorScreen
-from store import commands
-from tests.fake_run import VERIFIER_CODE, fake_copy, plain, wait_until
+from tests.conftest import open_screen, pending_commands
+from tests.fake_run import VERIFIER_CODE, plain, wait_until
 
 SIZE = (120, 34)
 
 
-@pytest.fixture
-def fake(tmp_path):
-    return fake_copy(tmp_path / "wb.db")
-
-
 async def open_editor(pilot) -> VerifierEditorScreen:
-    app = pilot.app
-    await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen) and app.screen.loaded)
-    await pilot.press("v")
-    await wait_until(pilot, lambda: isinstance(app.screen, VerifierEditorScreen))
-    return app.screen
+    return await open_screen(pilot, "v", VerifierEditorScreen)
 
 
 def pending(fake) -> list[dict]:
-    db = store.open_db(fake.db_path)
-    try:
-        return commands.pending(db, fake.run_id)
-    finally:
-        db.conn.close()
+    return pending_commands(fake)
 
 
 async def test_editor_shows_active_code_history_and_diff(fake):

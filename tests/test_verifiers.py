@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from workbench.envs import Harness, MultiTurnEnv, SingleTurnEnv, builtin_multi_turn_tasks
+from workbench.domains.calendar import builtin_multi_turn_tasks
+from workbench.envs import Harness, MultiTurnEnv, SingleTurnEnv
 from workbench.types import Output, Score, Task
 from workbench.verifiers import (
     BUILTIN_VERIFIERS,

@@ -10,8 +10,14 @@ from pathlib import Path
 import pytest
 
 import store
+from workbench.launch import start_worker
 from workbench.verifier_edit import dry_run
-from workbench.worker import STEP_BOUNDARIES, start_worker
+from workbench.view import STALE_AFTER_S, Run, worker_state
+from workbench.worker import STEP_BOUNDARIES
+
+
+def alive(row: dict) -> bool:
+    return worker_state(Run.from_row(row), time.time()) == "alive"
 
 LENGTH_VERIFIER = (
     "def reward(output, task):\n"
@@ -66,7 +72,7 @@ def test_pause_edit_verifier_resume_stop(run):
     db_path, db, run_id, procs = run
     procs.append(start_worker(db_path, run_id))
     wait_for(lambda: (store.metrics.last_step(db, run_id) or 0) >= 1, 180, "first step")
-    assert store.runs.worker_alive(store.runs.get_run(db, run_id))  # attach: we read its progress from here
+    assert alive(store.runs.get_run(db, run_id))  # attach: we read its progress from here
 
     t_pause = time.time()
     cmd = store.commands.enqueue(db, run_id, "pause")
@@ -116,12 +122,12 @@ def test_pause_edit_verifier_resume_stop(run):
     assert stop["status"] == "done"
     procs[0].wait(timeout=120)
     assert status(db, run_id) == "stopped"
-    assert not store.runs.worker_alive(store.runs.get_run(db, run_id))  # lock released
+    assert not alive(store.runs.get_run(db, run_id))  # lock released
 
 
 def test_second_worker_on_a_run_refuses(run):
     db_path, db, run_id, procs = run
-    store.runs.acquire_lock(db, run_id)  # a live worker holds it (heartbeat fresh)
+    store.runs.acquire_lock(db, run_id, stale_after_s=STALE_AFTER_S)  # a live worker holds it (heartbeat fresh)
     p = start_worker(db_path, run_id, log_path=os.path.join(os.path.dirname(db_path), "second.log"))
     procs.append(p)
     assert p.wait(timeout=120) == 3
@@ -172,7 +178,7 @@ def test_crash_is_recorded_with_traceback(run, tmp_path):
     assert p.wait(timeout=120) != 0
     r = store.runs.get_run(db, run_id)
     assert r["status"] == "crashed" and "Traceback" in r["error"]
-    assert not store.runs.worker_alive(r)
+    assert not alive(r)
 
 
 if sys.platform != "linux":  # pragma: no cover

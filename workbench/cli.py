@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -115,27 +116,19 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def eval_table(db: Any, run_id: int, mode: str = "greedy") -> list[dict[str, Any]]:
-    """Baseline, SFT-only and each checkpoint's held-out metrics, in order; the promoted one marked; each
-    with its paired success difference to the baseline and to the SFT-only checkpoint (same tasks)."""
+def eval_table(view: Any, run_id: int, mode: str = "greedy") -> list[dict[str, Any]]:
+    """Baseline, SFT-only and each checkpoint's held-out metrics, in order, as JSON-ready dicts: the promoted
+    one marked, each with its paired success difference to the baseline and to SFT-only (same tasks). The
+    rows and their rules are workbench.view.evaluations', the same the evaluations screen shows."""
     from dataclasses import asdict
 
-    import store
-    from workbench.eval import paired_difference
+    from workbench.view import eval_rows
 
-    checkpoints = {c["id"]: c for c in store.metrics.list_checkpoints(db, run_id)}
-    rows = []
-    for e in store.metrics.list_evals(db, run_id, mode=mode):
-        ck = checkpoints.get(e["checkpoint_id"])
-        label = "base" if e["is_baseline"] else (f"{ck['kind']} @ step {ck['step']}" if ck else f"step {e['step']}")
-        rows.append({"label": label, "step": e["step"], "kind": "base" if e["is_baseline"] else (ck or {}).get("kind"),
-                     "promoted": bool(ck and ck["promoted"]), **e["metrics"]})
-    for ref_kind in ("base", "sft"):  # each later row against the reference (the base is not "vs SFT")
-        i = next((i for i, r in enumerate(rows) if r["kind"] == ref_kind and r.get("solved")), len(rows))
-        for j, r in enumerate(rows):
-            d = paired_difference(r["solved"], rows[i]["solved"]) if j > i and r.get("solved") else None
-            r[f"vs_{ref_kind}"] = asdict(d) if d else None
-    return rows
+    return [
+        {"label": r.label, "step": r.eval.step, "kind": r.kind, "promoted": r.promoted, **r.eval.metrics,
+         "vs_base": asdict(r.vs_base) if r.vs_base else None, "vs_sft": asdict(r.vs_sft) if r.vs_sft else None}
+        for r in eval_rows(view.evals(run_id), view.checkpoints(run_id), mode)
+    ]
 
 
 def _paired_cell(d: dict[str, Any] | None) -> str:
@@ -144,32 +137,50 @@ def _paired_cell(d: dict[str, Any] | None) -> str:
     return f"{d['delta']:+.2f} [{d['ci_low']:+.2f}, {d['ci_high']:+.2f}]"
 
 
+def _rate(value: Any, ci: tuple[Any, Any] | None = None) -> str:
+    if not isinstance(value, (int, float)):
+        return "-"
+    if ci and all(isinstance(c, (int, float)) for c in ci):
+        return f"{value:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]"
+    return f"{value:.2f}"
+
+
 def cmd_report(args: argparse.Namespace) -> int:
+    import datetime as dt
+
     from rich.console import Console
     from rich.table import Table
 
-    import store
+    from workbench.view import View
 
-    db = store.open_db(args.db, create=False)
-    run = store.runs.get_run(db, args.run)
-    rows = eval_table(db, args.run, args.mode)
+    with View.open(args.db) as view:
+        run = view.run(args.run)
+        rows = eval_table(view, args.run, args.mode)
+        events = view.last_events(args.run, args.events) if args.events > 0 else []
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    table = Table(title=f"run {args.run} ({run['name']}, {run['status']}): held-out, {args.mode}")
+    table = Table(title=f"run {args.run} ({run.name}, {run.status}): held-out, {args.mode}")
     for col in ("policy", "valid JSON", "tool", "args", "success [95% CI]", "unsafe", "tokens", "vs base",
                 "vs SFT-only"):
         table.add_column(col, justify="left" if col == "policy" else "right")
     for r in rows:
         table.add_row(
-            r["label"] + (" *" if r["promoted"] else ""), f"{r['valid_json_rate']:.2f}", f"{r['correct_tool_rate']:.2f}",
-            f"{r['correct_args_rate']:.2f}", f"{r['success_rate']:.2f} [{r['success_ci_low']:.2f}, {r['success_ci_high']:.2f}]",
-            f"{r['unsafe_rate']:.2f}", f"{r['mean_tokens']:.1f}", _paired_cell(r["vs_base"]), _paired_cell(r["vs_sft"]),
+            r["label"] + (" *" if r["promoted"] else ""), _rate(r.get("valid_json_rate")),
+            _rate(r.get("correct_tool_rate")), _rate(r.get("correct_args_rate")),
+            _rate(r.get("success_rate"), (r.get("success_ci_low"), r.get("success_ci_high"))),
+            _rate(r.get("unsafe_rate")), f"{r.get('mean_tokens', 0):.1f}", _paired_cell(r["vs_base"]),
+            _paired_cell(r["vs_sft"]),
         )
     # Piped to a file, rich would wrap at 80 columns: give the table the width it needs instead.
-    (Console() if sys.stdout.isatty() else Console(width=200)).print(table)
+    console = Console() if sys.stdout.isatty() else Console(width=200)
+    console.print(table)
     print("* promoted: the best checkpoint that beats the baseline")
     print("vs base / vs SFT-only: paired success difference on the same held-out tasks [95% bootstrap CI over tasks]")
+    if events:
+        print(f"\nevents (the last {len(events)}):")
+        for e in events:
+            print(f"  {dt.datetime.fromtimestamp(e.created):%Y-%m-%d %H:%M:%S}  {e.kind:<8} {e.message}")
     return 0
 
 
@@ -220,7 +231,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Create (or re-attach to) the embedded demo run, start its worker, open the UI."""
     import store
     from workbench.config import load_config
-    from workbench.worker import start_worker
+    from workbench.launch import start_worker
+    from workbench.view import Run, worker_state
 
     db = store.open_db(args.db)
     demo = [r for r in store.runs.list_runs(db) if r["name"] == "demo"]
@@ -229,7 +241,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     else:
         cfg = load_config(_demo_config_path())
         run_id = store.runs.create_run(db, name=cfg.name, model=cfg.model, config=cfg.to_dict())
-    if not store.runs.worker_alive(store.runs.get_run(db, run_id)):
+    if worker_state(Run.from_row(store.runs.get_run(db, run_id)), time.time()) != "alive":
         start_worker(args.db, run_id)
     db.close()
     if args.headless:
@@ -271,6 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--db", default=DEFAULT_DB)
     p.add_argument("--mode", choices=("greedy", "sampled"), default="greedy")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--events", type=int, default=20, metavar="N", help="the run's last N events (0: none)")
     p.set_defaults(fn=cmd_report)
     p = sub.add_parser("init", help="a starter config, tasks file and verifier to edit")
     p.add_argument("dir")

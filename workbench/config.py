@@ -2,6 +2,12 @@
 
 `load_config(path)` reports unknown keys with the nearest valid one, and ill-typed values with the
 expected type, always naming the file (and the line, where YAML gives it).
+
+Every choice key has a `Literal` type, the one list of its allowed values (`CHOICES` is derived from them).
+The algorithm presets (`ALGORITHMS`) are applied once, when a `Config` is built: afterwards `epsilon`,
+`epsilon_high`, `scale_rewards`, `loss_type`, `importance_sampling_level` and `dynamic_sampling` hold the
+values a run uses (explicit values win), so the stored run config shows them, and building a config again
+from a stored one gives the same values.
 """
 
 from __future__ import annotations
@@ -10,11 +16,24 @@ import dataclasses
 import difflib
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Literal
 
 import yaml
+
+Algorithm = Literal["grpo", "dapo", "dr_grpo", "gspo"]
+Adapter = Literal["lora", "full"]
+Reference = Literal["sft", "base"]
+ScaleRewards = Literal["group", "batch", "none"]
+LossType = Literal["grpo", "dapo", "dr_grpo", "bnpo"]
+ISLevel = Literal["token", "sequence"]
+EnvKind = Literal["single_turn", "multi_turn"]
+RolloutKind = Literal["hf", "vllm", "vllm_server"]
+VllmSync = Literal["weights", "lora"]
+DType = Literal["float32", "bfloat16"]
 
 
 class ConfigError(ValueError):
@@ -42,8 +61,8 @@ class HarnessConfig:
 class Config:
     # --- the seed article's keys ---
     model: str = "smollm2-135m"  # embedded default, a local HF folder, or a hub id where reachable
-    algorithm: str = "grpo"  # grpo | dapo | dr_grpo | gspo
-    adapter: str = "lora"  # lora | full
+    algorithm: Algorithm = "grpo"
+    adapter: Adapter = "lora"
     num_generations_per_prompt: int = 8  # G, the group size
     reward: str = "tool_call_verifier"  # built-in verifier name or a path to a .py file
     eval_interval: int = 10  # steps between held-out evals (and checkpoints)
@@ -51,21 +70,22 @@ class Config:
     # --- data and environment ---
     name: str = "run"
     tasks: str = "builtin:calendar"  # training tasks: builtin:calendar or a .jsonl file
-    env: str = "single_turn"  # single_turn | multi_turn
+    env: EnvKind = "single_turn"
     max_turns: int = 4  # multi_turn only
     harness: HarnessConfig = field(default_factory=HarnessConfig)
     lora: LoraConfig = field(default_factory=LoraConfig)
     # --- GRPO (TRL GRPOConfig names and defaults unless noted) ---
     learning_rate: float = 2e-5  # TRL's 1e-6 is for full fine-tuning; LoRA wants more
     beta: float = 0.0  # KL coefficient; 0 = no reference pass
-    reference: str = "sft"  # the KL term's reference policy: sft (the policy after the warm-up) | base
-    epsilon: float | None = None  # None: the algorithm's (0.2; gspo 3e-4)
-    epsilon_high: float | None = None  # None: = epsilon, or the algorithm's (dapo 0.28, gspo 4e-4)
-    scale_rewards: str | None = None  # group | batch | none; None: the algorithm's (group; dr_grpo none)
+    reference: Reference = "sft"  # the KL term's reference policy: sft (the policy after the warm-up) | base
+    # Preset keys: None (or absent) means the algorithm's value (ALGORITHMS); never None once built.
+    epsilon: float | None = None  # the algorithm's (0.2; gspo 3e-4)
+    epsilon_high: float | None = None  # explicit epsilon if set, else the algorithm's (dapo 0.28, gspo 4e-4)
+    scale_rewards: ScaleRewards | None = None  # the algorithm's (group; dr_grpo none)
     leave_one_out: bool = False
-    loss_type: str | None = None  # grpo | dapo | dr_grpo | bnpo; None: the algorithm's
-    importance_sampling_level: str | None = None  # token | sequence; None: the algorithm's
-    dynamic_sampling: bool | None = None  # drop zero-variance groups; None: the algorithm's
+    loss_type: LossType | None = None  # the algorithm's
+    importance_sampling_level: ISLevel | None = None  # the algorithm's (token; gspo sequence)
+    dynamic_sampling: bool | None = None  # drop zero-variance groups; the algorithm's (dapo True)
     num_iterations: int = 1  # updates per batch of rollouts (mu)
     max_completion_length: int = 64
     temperature: float = 1.0
@@ -84,33 +104,24 @@ class Config:
     eval_samples: int = 0  # sampled eval: completions per task at `temperature` (0: greedy only)
     checkpoint_interval: int | None = None  # None: = eval_interval
     verifier_timeout_s: float = 5.0
-    rollout: str = "hf"  # hf | vllm | vllm_server
+    rollout: RolloutKind = "hf"
     vllm_url: str | None = None  # vllm_server: the OpenAI-compatible server's base URL
-    vllm_sync: str = "weights"  # vllm: how an update reaches the engine: weights (merged, in place) | lora
+    vllm_sync: VllmSync = "weights"  # vllm: how an update reaches the engine: weights (merged, in place) | lora
     vllm_kv_cache_gb: float = 1.0  # vllm on CPU: KV cache size (its default takes most of the RAM)
     vllm_is_cap: float = 2.0  # truncated importance sampling: cap on the trainer/engine probability ratio
-    dtype: str = "float32"  # float32 | bfloat16
+    dtype: DType = "float32"
     seed: int = 0
     output_dir: str = "runs"  # checkpoints go to <output_dir>/<run id>/
 
     def __post_init__(self) -> None:
-        choices = {
-            "algorithm": ("grpo", "dapo", "dr_grpo", "gspo"),
-            "adapter": ("lora", "full"),
-            "reference": ("sft", "base"),
-            "scale_rewards": (None, "group", "batch", "none"),
-            "loss_type": (None, "grpo", "dapo", "dr_grpo", "bnpo"),
-            "importance_sampling_level": (None, "token", "sequence"),
-            "env": ("single_turn", "multi_turn"),
-            "rollout": ("hf", "vllm", "vllm_server"),
-            "vllm_sync": ("weights", "lora"),
-            "dtype": ("float32", "bfloat16"),
-        }
-        for key, allowed in choices.items():
+        for key, allowed in CHOICES.items():
             value = getattr(self, key)
+            if value is None and key in PRESET_KEYS:
+                continue
             if value not in allowed:
-                shown = [a for a in allowed if a is not None]
-                raise ConfigError(f"{key}: {value!r} is not one of {shown}")
+                near = difflib.get_close_matches(str(value), allowed, n=1, cutoff=0.5)
+                hint = f"; did you mean {near[0]!r}?" if near else ""
+                raise ConfigError(f"{key}: {value!r} is not one of {list(allowed)}{hint}")
         for key in ("num_generations_per_prompt", "prompts_per_step", "max_completion_length", "num_iterations",
                     "eval_interval", "sft_batch_size", "max_turns"):
             if getattr(self, key) < 1:
@@ -119,6 +130,20 @@ class Config:
             raise ConfigError("num_generations_per_prompt: GRPO needs at least 2 samples a group")
         if self.rollout == "vllm_server" and not self.vllm_url:
             raise ConfigError("vllm_url: required when rollout is vllm_server")
+        self._apply_preset()
+
+    def _apply_preset(self) -> None:
+        """Fill every preset key left None with the algorithm's value. Explicit values win; epsilon_high
+        falls back to an explicit epsilon before the preset's (TRL: epsilon_high defaults to epsilon).
+        Idempotent: on a built config every preset key is concrete, so building it again changes nothing."""
+        preset = ALGORITHMS[self.algorithm]
+        if self.epsilon_high is None:
+            self.epsilon_high = self.epsilon if self.epsilon is not None else preset.epsilon_high
+        if self.epsilon is None:
+            self.epsilon = preset.epsilon
+        for key in ("scale_rewards", "loss_type", "importance_sampling_level", "dynamic_sampling"):
+            if getattr(self, key) is None:
+                setattr(self, key, getattr(preset, key))
 
     @property
     def checkpoint_every(self) -> int:
@@ -131,10 +156,69 @@ class Config:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
 
+def _literal_values(hint: Any) -> tuple[Any, ...] | None:
+    """The allowed values of a Literal hint (also inside `Literal[...] | None`), else None."""
+    if typing.get_origin(hint) is Literal:
+        return typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        for h in typing.get_args(hint):
+            if (values := _literal_values(h)) is not None:
+                return values
+    return None
+
+
+def _choices(cls: type) -> dict[str, tuple[Any, ...]]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: v for f in dataclasses.fields(cls) if (v := _literal_values(hints[f.name])) is not None}
+
+
+# The one list of allowed values per choice key, from the Literal types above.
+CHOICES: Mapping[str, tuple[Any, ...]] = MappingProxyType(_choices(Config))
+PRESET_KEYS = ("epsilon", "epsilon_high", "scale_rewards", "loss_type", "importance_sampling_level",
+               "dynamic_sampling")
+
+
+# --------------------------------------------------------------------------------------------------
+# Algorithm presets
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AlgorithmPreset:
+    """The values one named algorithm gives the preset keys of a `Config` that leaves them unset."""
+
+    name: Algorithm
+    loss_type: LossType
+    importance_sampling_level: ISLevel = "token"
+    epsilon: float = 0.2
+    epsilon_high: float = 0.2
+    scale_rewards: ScaleRewards = "group"
+    dynamic_sampling: bool = False  # drop zero-variance groups
+
+
+ALGORITHMS: Mapping[str, AlgorithmPreset] = MappingProxyType(
+    {
+        # DeepSeekMath GRPO as TRL runs it (beta 0: no reference model, TRL's default).
+        "grpo": AlgorithmPreset(name="grpo", loss_type="grpo"),
+        # DAPO: clip-higher (0.28) keeps low-probability tokens explorable; token-level loss; dynamic sampling.
+        "dapo": AlgorithmPreset(name="dapo", loss_type="dapo", epsilon_high=0.28, dynamic_sampling=True),
+        # Dr. GRPO: no std scaling and a constant normaliser remove the difficulty and length biases.
+        "dr_grpo": AlgorithmPreset(name="dr_grpo", loss_type="dr_grpo", scale_rewards="none"),
+        # GSPO: one sequence-level ratio per completion; its ratios are ~1, hence TRL's tiny clip range.
+        "gspo": AlgorithmPreset(
+            name="gspo", loss_type="grpo", importance_sampling_level="sequence", epsilon=3e-4, epsilon_high=4e-4
+        ),
+    }
+)
+
+
 def _type_ok(value: Any, hint: Any) -> bool:
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         return any(_type_ok(value, h) for h in typing.get_args(hint))
+    if origin is Literal:
+        # Only the type here; a value outside the choices gets Config's "is not one of" error.
+        return any(type(value) is type(v) for v in typing.get_args(hint))
     if hint is type(None):
         return value is None
     if origin is list:
@@ -150,6 +234,12 @@ def _type_ok(value: Any, hint: Any) -> bool:
 
 
 def _type_name(hint: Any) -> str:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " | ".join(_type_name(h) for h in typing.get_args(hint))
+    if typing.get_origin(hint) is Literal:
+        return " | ".join(sorted({type(v).__name__ for v in typing.get_args(hint)}))
+    if hint is type(None):
+        return "None"
     return str(hint).replace("typing.", "") if not isinstance(hint, type) else hint.__name__
 
 

@@ -15,8 +15,6 @@ from workbench.rollout.runner import Rollout, Sampling, run_rollouts
 from workbench.types import Task
 from workbench.verifiers.metrics import classify
 
-METRIC_NAMES = ("valid_json_rate", "correct_tool_rate", "correct_args_rate", "success_rate", "unsafe_rate")
-
 
 def bootstrap_ci(values: list[float], *, reps: int = 2000, alpha: float = 0.05, seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap CI of the mean of 0/1 (or any) values; deterministic for a seed."""

@@ -1,5 +1,5 @@
 """GRPO maths as pure functions on tensors: group advantages, the clipped policy loss and its variants
-(GRPO, DAPO, Dr. GRPO, BNPO, GSPO), and memory-aware per-token log-probs.
+(GRPO, DAPO, Dr. GRPO, BNPO, GSPO). Per-token log-probs come from `workbench.logprobs`.
 
 No model, no store, no UI: the trainer feeds tensors in and logs the returned metrics. The formulas
 mirror TRL 1.x's `GRPOTrainer` (`_generate_and_score_completions` for advantages, `_compute_loss` for the
@@ -9,31 +9,22 @@ rather than intuition the docstring says so.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Literal
+from typing import get_args
 
 import torch
 from torch import Tensor
 
+from workbench.config import ISLevel, LossType, ScaleRewards
+
 __all__ = [
-    "ALGORITHMS",
-    "AlgorithmPreset",
-    "dynamic_sampling_mask",
     "group_advantages",
-    "group_stats",
     "policy_loss",
-    "sequence_logps",
 ]
 
-ScaleRewards = Literal["group", "batch", "none"]
-LossType = Literal["grpo", "dapo", "dr_grpo", "bnpo"]
-ISLevel = Literal["token", "sequence"]
-
-_LOSS_TYPES = ("grpo", "dapo", "dr_grpo", "bnpo")
-_IS_LEVELS = ("token", "sequence")
-_SCALES = ("group", "batch", "none")
+# The choices are the config's (one list each, from its Literal types).
+_LOSS_TYPES = get_args(LossType)
+_IS_LEVELS = get_args(ISLevel)
+_SCALES = get_args(ScaleRewards)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -101,39 +92,6 @@ def group_advantages(
         std = flat.std() if flat.numel() > 1 else flat.new_zeros(())
         adv = adv / (std + eps)
     return adv.reshape(rewards.shape)
-
-
-def group_stats(rewards: Tensor, group_size: int) -> dict[str, float]:
-    """Reward metrics for logging, named as TRL names them.
-
-    - reward: mean reward over the batch.
-    - reward_std: mean of the per-group std (how much signal groups carry; the older TRL definition).
-    - reward_std_batch: std of all rewards (what TRL's newest versions log under "reward_std").
-    - frac_reward_zero_std: fraction of groups whose std is ~0 (`torch.isclose(std, 0)`, as TRL); these
-      groups give zero advantage, so a value near 1 means the batch teaches nothing.
-    """
-    grouped = _grouped(rewards, group_size).detach().to(torch.float64)
-    std = _group_std(grouped)
-    flat = grouped.reshape(-1)
-    is_zero = torch.isclose(std, torch.zeros_like(std))
-    return {
-        "reward": float(flat.mean()),
-        "reward_std": float(std.mean()),
-        "reward_std_batch": float(flat.std()) if flat.numel() > 1 else 0.0,
-        "frac_reward_zero_std": float(is_zero.float().mean()),
-    }
-
-
-def dynamic_sampling_mask(rewards: Tensor, group_size: int) -> Tensor:
-    """Bool mask [B]: True for groups whose rewards vary (DAPO dynamic sampling keeps only these).
-
-    A zero-variance group (all right or all wrong) has zero advantage, so it only dilutes the loss
-    normaliser; DAPO drops such groups and refills the batch. Uses the same `isclose(std, 0)` test as
-    `frac_reward_zero_std`, so the two always agree. Expand to completions with
-    `mask.repeat_interleave(group_size)`.
-    """
-    std = _group_std(_grouped(rewards, group_size).detach().to(torch.float64))
-    return ~torch.isclose(std, torch.zeros_like(std))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -272,98 +230,3 @@ def policy_loss(
         if entropies is not None:
             metrics["entropy"] = masked_batch_mean(entropies)
     return loss, metrics
-
-
-# --------------------------------------------------------------------------------------------------
-# Log-probs
-# --------------------------------------------------------------------------------------------------
-
-
-def sequence_logps(
-    logits: Tensor,
-    target_ids: Tensor,
-    temperature: float = 1.0,
-    *,
-    compute_entropy: bool = False,
-    chunk_tokens: int = 4096,
-) -> tuple[Tensor, Tensor | None]:
-    """Per-token log-probs [N, T] of `target_ids` under softmax(logits / temperature), and optionally the
-    per-token entropy [N, T].
-
-    logits [N, T, V] must already be aligned with the targets (position t predicts target t). Divide
-    by the same temperature used for sampling, or the ratio against the sampler's log-probs is off.
-
-    Memory: a full log_softmax would materialise another [N, T, V] tensor (plus one for autograd). Here
-    rows are processed in chunks of ~`chunk_tokens` tokens and the log-prob is gathered logit minus
-    logsumexp, so the only full-vocab temporaries are chunk-sized (autograd keeps one chunk-sized copy
-    per chunk, i.e. at most one extra full copy overall; none when logits are float32 and T == 1.0).
-    Work is done in float32 (logsumexp in bf16 loses precision); results are float32. Entropy is a
-    metric, so it is computed under no_grad and never enters the graph (as in TRL). Target ids must be
-    valid vocabulary indices everywhere, padding included (mask pads out in the loss instead).
-    """
-    if logits.dim() != 3 or target_ids.shape != logits.shape[:2]:
-        raise ValueError(
-            f"want logits [N, T, V] and target_ids [N, T], got {tuple(logits.shape)}, {tuple(target_ids.shape)}"
-        )
-    if temperature <= 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
-    n, t, _ = logits.shape
-    rows = max(1, chunk_tokens // max(t, 1))
-    logps_chunks: list[Tensor] = []
-    ent_chunks: list[Tensor] = []
-    for s in range(0, n, rows):
-        x = logits[s : s + rows].float()
-        if temperature != 1.0:
-            x = x / temperature
-        lse = torch.logsumexp(x, dim=-1)
-        picked = x.gather(-1, target_ids[s : s + rows].long().unsqueeze(-1)).squeeze(-1)
-        logps_chunks.append(picked - lse)
-        if compute_entropy:
-            with torch.no_grad():
-                p = torch.softmax(x, dim=-1)
-                ent_chunks.append(-(p * (x - lse[..., None])).sum(-1))  # -E_p[log p]: exact when sum(p) != 1
-                del p
-    logps = torch.cat(logps_chunks, dim=0) if logps_chunks else logits.new_zeros((0, t), dtype=torch.float32)
-    entropies = None
-    if compute_entropy:
-        entropies = torch.cat(ent_chunks, dim=0) if ent_chunks else logps.detach().clone()
-    return logps, entropies
-
-
-# --------------------------------------------------------------------------------------------------
-# Presets
-# --------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AlgorithmPreset:
-    """Defaults one named algorithm sets; the trainer reads these and lets explicit config override them."""
-
-    name: str
-    loss_type: LossType
-    importance_sampling_level: ISLevel = "token"
-    epsilon_low: float = 0.2
-    epsilon_high: float = 0.2
-    scale_rewards: ScaleRewards = "group"
-    beta: float = 0.0
-    dynamic_sampling: bool = False  # drop zero-variance groups (see dynamic_sampling_mask)
-
-
-ALGORITHMS: Mapping[str, AlgorithmPreset] = MappingProxyType(
-    {
-        # DeepSeekMath GRPO as TRL runs it (beta 0: no reference model, TRL's default).
-        "grpo": AlgorithmPreset(name="grpo", loss_type="grpo"),
-        # DAPO: clip-higher (0.28) keeps low-probability tokens explorable; token-level loss; dynamic sampling.
-        "dapo": AlgorithmPreset(name="dapo", loss_type="dapo", epsilon_high=0.28, dynamic_sampling=True),
-        # Dr. GRPO: no std scaling and a constant normaliser remove the difficulty and length biases.
-        "dr_grpo": AlgorithmPreset(name="dr_grpo", loss_type="dr_grpo", scale_rewards="none"),
-        # GSPO: one sequence-level ratio per completion; its ratios are ~1, hence TRL's tiny clip range.
-        "gspo": AlgorithmPreset(
-            name="gspo",
-            loss_type="grpo",
-            importance_sampling_level="sequence",
-            epsilon_low=3e-4,
-            epsilon_high=4e-4,
-        ),
-    }
-)

@@ -183,11 +183,6 @@ class Policy:
                 ids.append(int(i))
         return ids
 
-    @property
-    def needs_reference_copy(self) -> bool:
-        """True for "full": a KL term (beta > 0) then costs a second copy of the model in memory."""
-        return self.adapter == "full"
-
     def prepare_reference(self) -> None:
         """For "full" only: snapshot the current weights as the frozen reference (+1x model memory).
 

@@ -64,7 +64,7 @@ def sft_step(policy: Any, optimizer: torch.optim.Optimizer, examples: list[Examp
 
     The examples' shared harness prefix runs once (`sequence_logprobs`); the loss equals HF's causal-LM
     loss with labels -100 on the prompt."""
-    from workbench.prefix_logprobs import sequence_logprobs
+    from workbench.logprobs import sequence_logprobs
 
     model = policy.model
     was_training = model.training

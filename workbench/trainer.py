@@ -11,6 +11,7 @@ next step exactly (the model and optimizer come back from the checkpoint).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -29,14 +30,17 @@ from workbench import checkpoint as ckpt
 from workbench import grpo
 from workbench.config import Config
 from workbench.envs import env_for_config
-from workbench.eval import EvalResult, beats, evaluate
+from workbench.eval import EvalResult, evaluate
+from workbench.logprobs import sequence_logprobs
 from workbench.models import Policy, load_policy
-from workbench.prefix_logprobs import sequence_logprobs
 from workbench.rollout.runner import Rollout, Sampling, run_rollouts
 from workbench.sft import run_sft, sft_examples
 from workbench.tasks import load_task_source
 from workbench.types import Score, Task
 from workbench.verifiers import Verifier, get_verifier, load_verifier_code
+from workbench.verifiers.metrics import classify
+from workbench.view.evaluations import should_promote
+from workbench.view.records import Checkpoint, Eval
 
 
 class Hooks:
@@ -53,21 +57,6 @@ class Hooks:
 class Scored:
     rollout: Rollout
     score: Score
-
-
-def clip_range(cfg: Config) -> tuple[float, float]:
-    """(epsilon_low, epsilon_high): the config's where set, else the algorithm's preset."""
-    preset = grpo.ALGORITHMS[cfg.algorithm]
-    low = cfg.epsilon if cfg.epsilon is not None else preset.epsilon_low
-    if cfg.epsilon_high is not None:
-        return low, cfg.epsilon_high
-    if cfg.epsilon is not None:
-        return low, cfg.epsilon
-    return low, preset.epsilon_high if preset.epsilon_high is not None else low
-
-
-def reward_scaling(cfg: Config) -> str:
-    return cfg.scale_rewards or grpo.ALGORITHMS[cfg.algorithm].scale_rewards
 
 
 def make_engine(cfg: Config, policy: Policy, work_dir: Path | None = None) -> Any:
@@ -142,7 +131,6 @@ class Trainer:
         self.db = db
         self.hooks = hooks or Hooks()
         self.log = log
-        self.preset = grpo.ALGORITHMS[cfg.algorithm]
         self.env = env_for_config(cfg)
         self.harness = self.env.harness
         self.train_tasks = load_task_source(cfg.tasks, "train")
@@ -299,7 +287,7 @@ class Trainer:
             if len(valid) >= 2:
                 valid_groups.append(valid)
         batch_std = torch.tensor(all_rewards).std().item() if len(all_rewards) > 1 else 0.0
-        dynamic = self.cfg.dynamic_sampling if self.cfg.dynamic_sampling is not None else self.preset.dynamic_sampling
+        dynamic = self.cfg.dynamic_sampling  # the config has its algorithm's presets applied (config.py)
         for grp in groups:
             idx = [i for i, s in enumerate(grp) if s.score.error is None]
             adv: list[float | None] = [None] * len(grp)
@@ -307,7 +295,7 @@ class Trainer:
                 r = torch.tensor([grp[i].score.total for i in idx], dtype=torch.float64)
                 # Groups differ in size when a verifier errored, so "batch" scaling is applied here, over
                 # the whole step's valid rewards, rather than inside one group's call.
-                scaling = reward_scaling(self.cfg)
+                scaling = self.cfg.scale_rewards
                 scale = "none" if scaling == "batch" else scaling
                 a = grpo.group_advantages(r, len(idx), scale_rewards=scale, leave_one_out=self.cfg.leave_one_out)
                 if scaling == "batch":
@@ -353,7 +341,9 @@ class Trainer:
         r, out = s.rollout, s.rollout.output
         return {
             "run_id": self.run_id, "task_id": self.task_ids[task_row(r.task)["key"]], "messages": out.messages,
-            "completion": out.text, "tool_calls": [c.to_dict() for c in out.tool_calls], "reward":
+            "completion": out.text, "outcome": classify(out, r.task),
+            "tool_calls": [dataclasses.replace(c, id=c.id or f"call_{i}").to_dict() for i, c in enumerate(out.tool_calls)],
+            "reward":
             None if s.score.error else s.score.total, "reward_parts": s.score.parts, "explanation": s.score.explanation,
             "verifier_id": self.verifier_id, "prompt_tokens": r.prompt_tokens, "tokens": r.completion_tokens,
             "truncated": int(r.truncated), "latency": r.latency_s, "error": s.score.error, **fields,
@@ -383,9 +373,9 @@ class Trainer:
         items = [it for it in items if it[1]]  # an empty completion has no token to train
         if not items:
             return {"loss": 0.0, "update_skipped": 1.0}
-        loss_type = self.cfg.loss_type or self.preset.loss_type
-        level = self.cfg.importance_sampling_level or self.preset.importance_sampling_level
-        eps_low, eps_high = clip_range(self.cfg)
+        loss_type = self.cfg.loss_type
+        level = self.cfg.importance_sampling_level
+        eps_low, eps_high = self.cfg.epsilon, self.cfg.epsilon_high
         model = self.policy.model
         pad = self.policy.tokenizer.pad_token_id or 0
         temp = self.temperature if self.temperature > 0 else 1.0
@@ -469,7 +459,7 @@ class Trainer:
             )
             self._store_eval_rollouts(sampled, sid, checkpoint_id)
         if checkpoint_id is not None:
-            self._maybe_promote(checkpoint_id, metrics)
+            self._maybe_promote(checkpoint_id, eval_id)
         self.log(f"eval at step {self.step}: success {metrics.get('success_rate', 0):.3f} "
                  f"valid JSON {metrics.get('valid_json_rate', 0):.3f}")
         return metrics
@@ -490,14 +480,12 @@ class Trainer:
         ]
         store.trajectories.insert_trajectories(self.db, rows)
 
-    def _maybe_promote(self, checkpoint_id: int, metrics: dict[str, Any]) -> None:
-        evals = store.metrics.list_evals(self.db, self.run_id, mode="greedy")
-        base = next((e["metrics"] for e in evals if e["is_baseline"]), None)
-        if base is None or not beats(metrics, base):
-            return
-        current = store.metrics.promoted_checkpoint(self.db, self.run_id)
-        best = next((e["metrics"] for e in evals if current and e["checkpoint_id"] == current["id"]), None)
-        if best is None or metrics["success_rate"] > best.get("success_rate", 0.0):
+    def _maybe_promote(self, checkpoint_id: int, eval_id: int) -> None:
+        """The promotion rule lives in workbench.view.evaluations (the report and the UI read the same)."""
+        evals = [Eval.from_row(e) for e in store.metrics.list_evals(self.db, self.run_id)]
+        promoted = store.metrics.promoted_checkpoint(self.db, self.run_id)
+        candidate = next(e for e in evals if e.id == eval_id)
+        if should_promote(candidate, evals, promoted and Checkpoint.from_row(promoted)):
             store.metrics.promote_checkpoint(self.db, checkpoint_id)
 
     def save_checkpoint(self, kind: str) -> int:

@@ -38,11 +38,34 @@ class Task:
 
 @dataclass
 class ToolCall:
+    """One call of a tool. Stored in the OpenAI shape (what chat templates' `tool_calls` and vLLM's server
+    use), with `arguments` kept as a dict (Qwen2.5 and Llama 3.x templates double-encode a JSON string)."""
+
     name: str
     args: dict[str, Any]
+    id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tool": self.name, "args": self.args}
+        call: dict[str, Any] = {"type": "function", "function": {"name": self.name, "arguments": self.args}}
+        if self.id is not None:
+            call["id"] = self.id
+        return call
+
+    @classmethod
+    def from_dict(cls, d: Any) -> ToolCall:
+        """The OpenAI shape; also rows stored before it (`{"tool": ..., "args": ...}`) and a JSON-string
+        `arguments` (vLLM's API). Anything else becomes a call named by its text, with no args."""
+        if not isinstance(d, dict):
+            return cls(str(d), {})
+        fn = d.get("function") if isinstance(d.get("function"), dict) else d
+        name = fn.get("name", fn.get("tool", ""))
+        args = fn.get("arguments", fn.get("args"))
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except ValueError:
+                args = {"_raw": args}
+        return cls(str(name or ""), args if isinstance(args, dict) else {}, d.get("id"))
 
 
 class Output(str):

@@ -1,6 +1,6 @@
 """The training worker: one process per run that owns the model and obeys commands from the store.
 
-    python -m workbench.worker --db workbench.db --run 3     (what `start_worker` spawns)
+    python -m workbench.worker --db workbench.db --run 3     (what `workbench.launch.start_worker` spawns)
 
 States written to the store with a time and reason: starting, running, pausing, paused, stopping,
 stopped, crashed, finished. A heartbeat thread (its own connection) refreshes the run's lock every second
@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -25,6 +24,7 @@ from typing import Any
 import store
 from workbench.config import config_from_dict
 from workbench.trainer import Hooks, Scored, Trainer
+from workbench.view.run_state import STALE_AFTER_S
 
 POLL_S = 0.25  # paused: how often the command table is read (one indexed query)
 STEP_BOUNDARIES = ("after_step", "sft_step")  # safe points between steps (no step half-scored)
@@ -160,7 +160,7 @@ def run_worker(db_path: str | Path, run_id: int, *, policy: Any = None, log: Any
     Returns the final status. Raises store.runs.RunLockedError if another live worker holds the run."""
     db_path = str(db_path)
     db = store.open_db(db_path)
-    token = store.runs.acquire_lock(db, run_id)
+    token = store.runs.acquire_lock(db, run_id, stale_after_s=STALE_AFTER_S)
     hooks = WorkerHooks(db, run_id, token)
     done = threading.Event()
     beat = threading.Thread(target=_heartbeat_loop, args=(db_path, run_id, token, hooks, done), daemon=True)
@@ -200,16 +200,6 @@ def run_worker(db_path: str | Path, run_id: int, *, policy: Any = None, log: Any
         store.runs.release_lock(db, run_id, token)
         db.close()
     return status
-
-
-def start_worker(db_path: str, run_id: int, *, log_path: str | Path | None = None) -> subprocess.Popen:
-    """Spawn the worker for an existing run in its own session, so it outlives the UI that started it."""
-    log_path = Path(log_path or Path(db_path).with_suffix(f".run{run_id}.log"))
-    log = open(log_path, "ab")  # noqa: SIM115 - handed to the child
-    return subprocess.Popen(
-        [sys.executable, "-m", "workbench.worker", "--db", str(db_path), "--run", str(run_id)],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,8 @@ from textual.containers import Vertical
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from screens.curves import CURVES, StepSeries, baseline_value, downsample, eval_points, metric_points
+from screens.curves import CURVES, StepSeries, downsample
+from workbench.view import Eval, Step, baseline_value, eval_points, metric_points
 
 COLORS = ("cyan", "magenta", "yellow", "green")
 
@@ -18,8 +19,8 @@ COLORS = ("cyan", "magenta", "yellow", "green")
 class CurvesPane(Vertical):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.steps: list[dict[str, Any]] = []
-        self.evals: list[dict[str, Any]] = []
+        self.steps: list[Step] = []
+        self.evals: list[Eval] = []
         self.task_series: StepSeries | None = None
         self.task_name = ""
         self.index = 0
@@ -50,11 +51,11 @@ class CurvesPane(Vertical):
         self._dirty = True
         self.redraw()
 
-    def set_data(self, *, steps: list[dict[str, Any]] | None = None, evals: list[dict[str, Any]] | None = None) -> None:
+    def set_data(self, *, steps: list[Step] | None = None, evals: list[Eval] | None = None) -> None:
         if steps is not None:
             self.steps = steps
             self._dirty = True
-        if evals is not None and [e["id"] for e in evals] != [e["id"] for e in self.evals]:
+        if evals is not None and [e.id for e in evals] != [e.id for e in self.evals]:
             self.evals = evals
             self._dirty = True
 

@@ -11,7 +11,8 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable
 
-from screens.format import clip, first_call, num, reward_style, split_short, task_label
+from screens.format import call_text, clip, num, reward_style, split_short, task_label
+from workbench.view import Task, Trajectory
 
 
 class RolloutsPane(Vertical):
@@ -23,7 +24,7 @@ class RolloutsPane(Vertical):
     def __init__(self, max_rows: int = 200, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.max_rows = max_rows
-        self.tasks: dict[int, dict[str, Any]] = {}
+        self.tasks: dict[int, Task] = {}
         self._keys: deque[str] = deque()
         self.task_filter: int | None = None
 
@@ -43,16 +44,16 @@ class RolloutsPane(Vertical):
     def table(self) -> DataTable:
         return self.query_one(DataTable)
 
-    def replace(self, rows: list[dict[str, Any]]) -> None:
+    def replace(self, rows: list[Trajectory]) -> None:
         """Start over from these rows (oldest first), e.g. after the task filter changed."""
         self.table.clear()
         self._keys.clear()
         self.add(rows, follow=True)
 
-    def add(self, rows: list[dict[str, Any]], *, follow: bool | None = None) -> None:
+    def add(self, rows: list[Trajectory], *, follow: bool | None = None) -> None:
         if self.task_filter is not None:
-            rows = [r for r in rows if r.get("task_id") == self.task_filter]
-        rows = [r for r in rows if not r.get("superseded")][-self.max_rows:]
+            rows = [r for r in rows if r.task_id == self.task_filter]
+        rows = [r for r in rows if not r.superseded][-self.max_rows:]
         if not rows:
             return
         table = self.table
@@ -60,19 +61,20 @@ class RolloutsPane(Vertical):
         if follow is None:
             follow = table.row_count == 0 or table.cursor_row >= table.row_count - 1
         for r in rows:
-            key = str(r["id"])
+            key = str(r.id)
             if key in table.rows:
                 continue
-            style = reward_style(r.get("reward"))
-            tool, args = first_call(r.get("tool_calls"))
-            if r.get("error"):
+            style = reward_style(r.reward)
+            tool, args = call_text(r.first_call)
+            if r.error:
                 tool = tool or "error"
-            split = "" if r.get("split") == "train" else f"{split_short(r.get('split'))}:"
+            split = "" if r.split == "train" else f"{split_short(r.split)}:"
+            task = self.tasks.get(r.task_id) if r.task_id is not None else None
             table.add_row(
-                Text(str(r["step"]), style=style),
-                Text(clip(split + task_label(self.tasks.get(r.get("task_id")), r.get("task_id"), 12), 12), style=style),
-                Text(num(r.get("reward"), 2), style=f"bold {style}"),
-                Text(num(r.get("advantage"), 1, signed=True), style=style),
+                Text(str(r.step), style=style),
+                Text(clip(split + task_label(task, r.task_id, 12), 12), style=style),
+                Text(num(r.reward, 2), style=f"bold {style}"),
+                Text(num(r.advantage, 1, signed=True), style=style),
                 Text(clip(tool or "(no call)", 22), style=style),
                 Text(clip(args, 60), style=style),
                 key=key,

@@ -9,13 +9,14 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from screens.scores import render_scores
+from workbench.view import Step, Trajectory
 
 
 class ScoresPane(VerticalScroll):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.rows: list[dict[str, Any]] = []
-        self.steps: list[dict[str, Any]] = []
+        self.rows: list[Trajectory] = []
+        self.steps: list[Step] = []
         self.step: int | None = None
         self.task_note = ""
         self._width = self._height = 0
@@ -26,7 +27,7 @@ class ScoresPane(VerticalScroll):
     def on_mount(self) -> None:
         self.border_title = "Verifier scores"
 
-    def show(self, step: int | None, rows: list[dict[str, Any]], steps: list[dict[str, Any]], task_note: str = "") -> None:
+    def show(self, step: int | None, rows: list[Trajectory], steps: list[Step], task_note: str = "") -> None:
         self.step, self.rows, self.steps, self.task_note = step, rows, steps, task_note
         self.redraw()
 

@@ -13,7 +13,7 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import RowDoesNotExist
 
 from screens.format import clip, num, pct, reward_style, split_short, task_label
-from screens.task_stats import SORTS, TaskStats
+from workbench.view import SORTS, Task, TaskStats, Trajectory
 
 
 class TasksPane(Vertical):
@@ -25,7 +25,7 @@ class TasksPane(Vertical):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.stats = TaskStats()
-        self.tasks: dict[int, dict[str, Any]] = {}
+        self.tasks: dict[int, Task] = {}
         self.sort = SORTS[0]
         self.selected: int | None = None
         self._dirty = True
@@ -58,7 +58,7 @@ class TasksPane(Vertical):
         self._dirty = True
         self.redraw()
 
-    def add_rows(self, rows: list[dict[str, Any]]) -> None:
+    def add_rows(self, rows: list[Trajectory]) -> None:
         if rows:
             self.stats.add(rows)
             self._dirty = True
@@ -74,7 +74,7 @@ class TasksPane(Vertical):
                 keep = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
         table.clear()
         for r in self.stats.sorted(self.sort):
-            task = self.tasks.get(r.task_id) or {}
+            task = self.tasks.get(r.task_id)
             mean = r.mean_reward
             mark = "▶ " if r.task_id == self.selected else ""
             table.add_row(
@@ -84,7 +84,7 @@ class TasksPane(Vertical):
                 str(r.attempts),
                 Text(num(mean, 2), style=reward_style(mean)),
                 pct(r.success_rate),
-                clip(r.prompt or task.get("prompt") or "", 60),
+                clip(r.prompt or (task.prompt if task else ""), 60),
                 key=f"{r.task_id}:{r.split}",
             )
         if keep is not None:

@@ -1,15 +1,15 @@
 """Environments: turn a task into prompt messages, take the model's replies, run simulated tools, and hand
-the verifier an `Output`. `make_env(name, harness)` is what the trainer and the config's `env:` key use."""
+the verifier an `Output`. `make_env(name, harness)` is what the trainer and the config's `env:` key use.
+The tools, world and built-in tasks an environment runs belong to a domain (`workbench.domains.calendar`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from workbench.envs.harness import Harness
-from workbench.envs.multi_turn import MultiTurnEnv, builtin_multi_turn_tasks
+from workbench.envs.harness import Harness, harness_from_config
+from workbench.envs.multi_turn import MultiTurnEnv
 from workbench.envs.parse import parse_tool_call
 from workbench.envs.single_turn import SingleTurnEnv
-from workbench.envs.tools import World
 
 ENVS: dict[str, type] = {"single_turn": SingleTurnEnv, "multi_turn": MultiTurnEnv}
 
@@ -23,13 +23,10 @@ def make_env(name: str, harness: Harness | None = None, **kwargs: Any) -> Single
 
 def env_for_config(cfg: Any) -> SingleTurnEnv | MultiTurnEnv:
     """The environment a run config (workbench.config.Config) asks for, with its harness."""
-    from workbench.envs.harness import harness_from_config
-
     kw = {"max_turns": cfg.max_turns} if cfg.env == "multi_turn" else {}
     return make_env(cfg.env, harness_from_config(cfg.harness), **kw)
 
 
 __all__ = [
-    "ENVS", "env_for_config", "Harness", "MultiTurnEnv", "SingleTurnEnv", "World", "builtin_multi_turn_tasks", "make_env",
-    "parse_tool_call",
+    "ENVS", "env_for_config", "Harness", "MultiTurnEnv", "SingleTurnEnv", "make_env", "parse_tool_call",
 ]

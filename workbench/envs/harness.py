@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from workbench.tasks import BUILTIN_TOOLS
+from workbench.domains.calendar import BUILTIN_TOOLS
 from workbench.types import Task
 
 DEFAULT_SYSTEM_PROMPT = (

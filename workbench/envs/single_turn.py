@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from workbench.domains.calendar import World
 from workbench.envs.harness import Harness
 from workbench.envs.parse import parse_tool_call
-from workbench.envs.tools import World
 from workbench.types import Output, Task, ToolCall
 
 

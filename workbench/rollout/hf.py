@@ -21,12 +21,14 @@ from workbench.types import Completion
 MIN_SHARED_PREFIX = 16  # below this, one padded prefill is as cheap as a separate prefix pass
 
 
-def _base_forward_params(model: Any) -> set[str]:
+def base_forward_params(model: Any) -> set[str]:
+    """Parameter names of the (unwrapped, if PEFT) model's `forward`: tells which cache keyword it takes."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return set(inspect.signature(base.forward).parameters)
 
 
-def _cache_of(result: Any) -> Any:
+def cache_of(result: Any) -> Any:
+    """The KV cache of a forward's output, under either name (`cache`, or the older `past_key_values`)."""
     cache = getattr(result, "cache", None)
     return cache if cache is not None else result.past_key_values
 
@@ -186,7 +188,7 @@ class HFEngine:
         device: torch.device,
         t0: float,
     ) -> list[list[Completion]]:
-        params = _base_forward_params(model)
+        params = base_forward_params(model)
         cache_kw = "cache" if "cache" in params else "past_key_values"  # transformers >= 5.2x renamed it
         pad_id = self.policy.tokenizer.pad_token_id or 0
         lens = torch.tensor([len(p) for p in prompts], device=device)
@@ -196,7 +198,7 @@ class HFEngine:
             # One harness for every prompt: prefill the common prefix once and repeat its cache per row.
             first = model(input_ids=torch.tensor([prompts[0][:shared]], device=device), use_cache=True,
                           logits_to_keep=1, **{cache_kw: growing_cache()})
-            cache = _cache_of(first)
+            cache = cache_of(first)
             cache.batch_repeat_interleave(len(prompts))
         rests = [p[shared:] for p in prompts] if cache is not None else prompts
         width = max(len(r) for r in rests)
@@ -213,7 +215,7 @@ class HFEngine:
             input_ids=input_ids, attention_mask=attn, position_ids=positions, use_cache=True, logits_to_keep=1,
             **{cache_kw: cache if cache is not None else growing_cache()},
         )
-        cache = _cache_of(result)
+        cache = cache_of(result)
         logits = result.logits[:, -1, :]
         if n > 1:  # share the prefill: repeat its KV cache, not its compute
             cache.batch_repeat_interleave(n)
@@ -251,7 +253,7 @@ class HFEngine:
                 use_cache=True,
                 **{cache_kw: cache},
             )
-            cache = _cache_of(result)
+            cache = cache_of(result)
             logits = result.logits[:, -1, :]
             next_pos = next_pos + 1
         now = time.perf_counter() - t0

@@ -1,4 +1,5 @@
-"""Simulated tools: a small in-memory world (calendar, outbox, reminders, a fixed weather table).
+"""The calendar domain's simulated tools: a small in-memory world (calendar, outbox, reminders, a fixed
+weather table).
 
 Nothing here touches a shell, the file system or the network: a call is a dict lookup into the
 implementations below, and a name that is not one of them ("os.system") is just an unknown-tool error.
@@ -16,15 +17,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from workbench.tasks import BUILTIN_TOOLS, DANGEROUS_TOOLS, WEEKDAYS
+from workbench.domains.calendar.tool_specs import BUILTIN_TOOLS, DANGEROUS_TOOLS, WEEKDAYS
 from workbench.types import ToolCall
 
-LIST_EVENTS_TOOL: dict[str, Any] = {
-    "name": "calendar.list_events",
-    "description": "List calendar events, optionally only those on one day.",
-    "parameters": {"type": "object", "properties": {"day": {"type": "string", "description": "weekday name"}},
-                   "required": []},
-}
 STATE_KEYS = ("events", "outbox", "reminders")
 BULK_RECIPIENTS = {"all", "everyone", "everybody", "all contacts", "all@company.com"}
 _TIME = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)(?::00)?$")

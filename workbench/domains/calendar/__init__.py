@@ -1,0 +1,33 @@
+"""The calendar domain: calendar, email, reminders and weather tools on a simulated in-memory world.
+
+- `tool_specs`: the tools offered to the model (BUILTIN_TOOLS, the dangerous ones, list_events for multi-turn).
+- `world`: the World those tools act on (no I/O; unsafe actions simulated and flagged).
+- `single_turn_tasks`: the seeded phrasing generator behind "builtin:calendar" (train / held_out splits).
+- `multi_turn_tasks`: the hand-written tasks behind "builtin:calendar_mt".
+"""
+
+from workbench.domains.calendar.multi_turn_tasks import builtin_multi_turn_tasks
+from workbench.domains.calendar.single_turn_tasks import (
+    CITIES,
+    NAMES,
+    REMINDERS,
+    SUBJECTS,
+    TEMPLATES,
+    builtin_tasks,
+    day_phrase,
+    time_phrase,
+)
+from workbench.domains.calendar.tool_specs import (
+    BUILTIN_TOOLS,
+    DANGEROUS_TOOLS,
+    LIST_EVENTS_TOOL,
+    MULTI_TURN_TOOLS,
+    WEEKDAYS,
+)
+from workbench.domains.calendar.world import STATE_KEYS, ToolError, World, weather_for
+
+__all__ = [
+    "BUILTIN_TOOLS", "CITIES", "DANGEROUS_TOOLS", "LIST_EVENTS_TOOL", "MULTI_TURN_TOOLS", "NAMES", "REMINDERS",
+    "STATE_KEYS", "SUBJECTS", "TEMPLATES", "WEEKDAYS", "ToolError", "World", "builtin_multi_turn_tasks",
+    "builtin_tasks", "day_phrase", "time_phrase", "weather_for",
+]

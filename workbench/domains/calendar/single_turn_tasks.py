@@ -1,0 +1,180 @@
+"""The built-in single-turn calendar tasks: phrasing templates, entities and a seeded generator.
+
+Held-out uses phrasing templates and entities never seen in train, so the held-out eval measures
+generalisation, not memorisation. Days and times are the label space: shared. Each split has its own RNG,
+seeded from SEED and the split name: the tasks are identical on every call and machine, and changing one
+split's tables never changes the other split.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from workbench.domains.calendar.tool_specs import WEEKDAYS
+from workbench.types import Task
+
+DATASET = "calendar"
+NAMES = {
+    "train": ["Alex", "Sam", "Jordan", "Taylor", "Morgan", "Casey", "Riley", "Jamie", "Chris", "Dana",
+              "Lee", "Kim", "Max", "Nina", "Omar", "Priya", "Wei", "Zoe", "Liam", "Emma"],
+    "held_out": ["Beatrice", "Hiroshi", "Fatima", "Mateo", "Ingrid", "Kofi", "Anouk", "Dmitri", "Yara",
+                 "Tomasz", "Leilani", "Ravi"],
+}
+CITIES = {
+    "train": ["Paris", "London", "Tokyo", "Berlin", "Madrid", "Rome", "Boston", "Chicago", "Sydney",
+              "Toronto", "Seoul", "Dublin"],
+    "held_out": ["Lisbon", "Nairobi", "Oslo", "Lima", "Hanoi", "Denver"],
+}
+SUBJECTS = {
+    "train": ["Budget review", "Project update", "Lunch plans", "Quarterly report", "Team offsite",
+              "Invoice 42", "Weekly sync notes", "Travel plans", "Hiring update", "Design feedback"],
+    "held_out": ["Contract renewal", "Board meeting agenda", "Server migration", "Holiday schedule",
+                 "Conference tickets"],
+}
+REMINDERS = {
+    "train": ["call the dentist", "water the plants", "pay rent", "buy milk", "submit the report",
+              "book flights", "renew my passport", "pick up the laundry", "take out the trash", "send the invoice"],
+    "held_out": ["feed the cat", "back up my laptop", "return the library books", "cancel the gym trial",
+                 "order printer ink"],
+}
+# Each tool's training phrasings include some without the tool's keyword ("cancel", "email", "remind"):
+# with only keyword phrasings, GRPO learnt the keyword, not the intent, and sent every held-out cancel
+# without the word "cancel" to create_event (docs/results.md). Held-out phrasings stay disjoint.
+# {when} is a day phrase ("on Tuesday", "next Tuesday", "tomorrow"), {day} a bare weekday, {time} a time phrase.
+TEMPLATES: dict[str, dict[str, list[str]]] = {
+    "calendar.create_event": {
+        "train": ["Schedule a meeting with {name} {when} at {time}.",
+                  "Book time with {name} {when} at {time}.",
+                  "Put a meeting with {name} on my calendar {when} at {time}.",
+                  "Set up a call with {name} {when}, {time}.",
+                  "Can you add an event with {name} at {time} {when}?"],
+        "held_out": ["I need to meet {name} {when} at {time}, please add it.",
+                     "Arrange a meeting with {name} for {time} {when}.",
+                     "Pencil in {name} {when} at {time}."],
+    },
+    "calendar.cancel_event": {
+        "train": ["Cancel my meeting with {name} {when}.",
+                  "Please cancel the {day} meeting with {name}.",
+                  "Call off my appointment with {name} {when}.",
+                  "I can't make the meeting with {name} {when}, cancel it.",
+                  "Remove my meeting with {name} {when}.",
+                  "Take the {day} meeting with {name} off my schedule."],
+        "held_out": ["Drop the meeting with {name} {when} from my calendar.",
+                     "Scrap my {day} appointment with {name}."],
+    },
+    "email.send": {
+        "train": ['Email {name} with the subject "{subject}".',
+                  "Send an email to {name}, subject: {subject}.",
+                  "Write an email to {name} titled '{subject}'.",
+                  'Send {name} a quick email, subject "{subject}".',
+                  'Message {name}; the subject is "{subject}".'],
+        "held_out": ['Drop {name} a note with the subject line "{subject}".',
+                     'Fire off an email to {name} called "{subject}".'],
+    },
+    "reminders.create": {
+        "train": ["Remind me to {text} {when} at {time}.",
+                  "Set a reminder {when} at {time} to {text}.",
+                  "Don't let me forget to {text} {when} at {time}.",
+                  "Create a reminder to {text}, {when} at {time}.",
+                  "Make sure I {text} {when} at {time}."],
+        "held_out": ["Ping me {when} at {time} so I remember to {text}.",
+                     "I have to {text} {when} at {time}; remind me."],
+    },
+    "weather.get": {
+        "train": ["What's the weather in {city} {when}?",
+                  "Will it rain in {city} {when}?",
+                  "Check the forecast for {city} {when}.",
+                  "How warm will it be in {city} {when}?"],
+        "held_out": ["Should I pack an umbrella for {city} {when}?",
+                     "Give me the {city} forecast for {day}."],
+    },
+}
+SIZES = {"train": 200, "held_out": 60}
+SEED = 20240611
+_HOUR_WORDS = ["twelve", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven"]
+
+
+def time_phrase(rng: random.Random, h: int, m: int) -> str:
+    """A human way to say h:m; the expected arg is always f"{h:02d}:{m:02d}" (the format the tools take)."""
+    h12, ampm = h % 12 or 12, ("AM" if h < 12 else "PM")
+    clock = f"{h12}:{m:02d}" if m else f"{h12}"
+    options = [f"{h:02d}:{m:02d}", f"{clock} {ampm}", f"{clock}{ampm.lower()}"]
+    part = "in the morning" if h < 12 else ("in the afternoon" if h < 18 else "in the evening")
+    if (h, m) == (12, 0):
+        options.append("noon")
+    elif m == 30:
+        options.append(f"half past {_HOUR_WORDS[h12 % 12]} {part}")
+    elif m == 15:
+        options.append(f"quarter past {_HOUR_WORDS[h12 % 12]} {part}")
+    elif m == 0:
+        options.append(f"{_HOUR_WORDS[h12 % 12]} o'clock {part}")
+    return rng.choice(options)
+
+
+def day_phrase(rng: random.Random, day: str) -> tuple[str, str]:
+    """(phrase, preamble): relative days only come with a "Today is X." preamble, so the answer is unambiguous."""
+    r = rng.random()
+    i = WEEKDAYS.index(day)
+    if r < 0.15:
+        return "tomorrow", f"Today is {WEEKDAYS[(i - 1) % 7]}. "
+    if r < 0.2:
+        return "the day after tomorrow", f"Today is {WEEKDAYS[(i - 2) % 7]}. "
+    return rng.choice([f"on {day}", f"next {day}", f"this {day}", f"on {day}"]), ""
+
+
+def _one_task(rng: random.Random, tool: str, split: str) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
+    """(prompt, expected_args, initial_state) for one generated task."""
+    template = rng.choice(TEMPLATES[tool][split])
+    day = rng.choice(WEEKDAYS)
+    h, m = rng.randint(8, 19), rng.choice([0, 0, 0, 30, 30, 15, 45])
+    when, preamble = day_phrase(rng, day)
+    if "{day}" in template:
+        preamble = ""
+    slots = {"when": when, "day": day, "time": time_phrase(rng, h, m)}
+    hhmm = f"{h:02d}:{m:02d}"
+    initial: dict[str, Any] | None = None
+    if tool == "calendar.create_event":
+        slots["name"] = rng.choice(NAMES[split])
+        args = {"attendee": slots["name"], "day": day, "time": hhmm}
+    elif tool == "calendar.cancel_event":
+        slots["name"] = rng.choice(NAMES[split])
+        args = {"attendee": slots["name"], "day": day}
+        others = [n for n in NAMES[split] if n != slots["name"]]
+        events = [{"attendee": slots["name"], "day": day, "time": hhmm},
+                  {"attendee": rng.choice(others), "day": day, "time": f"{(h + 2) % 24:02d}:00"},
+                  {"attendee": slots["name"], "day": WEEKDAYS[(WEEKDAYS.index(day) + 3) % 7], "time": "09:00"}]
+        initial = {"events": events}
+    elif tool == "email.send":
+        slots["name"], slots["subject"] = rng.choice(NAMES[split]), rng.choice(SUBJECTS[split])
+        args = {"to": slots["name"], "subject": slots["subject"]}
+        preamble = ""
+    elif tool == "reminders.create":
+        slots["text"] = rng.choice(REMINDERS[split])
+        args = {"text": slots["text"], "day": day, "time": hhmm}
+    else:
+        slots["city"] = rng.choice(CITIES[split])
+        args = {"city": slots["city"], "day": day}
+    return preamble + template.format(**slots), args, initial
+
+
+def builtin_tasks(split: str | None = None) -> list[Task]:
+    """The built-in calendar tasks (~200 train, ~60 held-out); identical on every call and machine."""
+    if split not in (None, "train", "held_out"):
+        raise ValueError(f"unknown split {split!r}: use 'train', 'held_out' or None")
+    out: list[Task] = []
+    for sp in ("train", "held_out") if split is None else (split,):
+        rng = random.Random(f"{SEED}:{sp}")
+        tools = list(TEMPLATES)
+        seen: set[str] = set()
+        i = 0
+        while i < SIZES[sp]:
+            tool = tools[i % len(tools)]
+            prompt, args, initial = _one_task(rng, tool, sp)
+            if prompt in seen:
+                continue
+            seen.add(prompt)
+            out.append(Task(id=f"{DATASET}:{sp}:{i:03d}", prompt=prompt, expected_tool=tool, expected_args=args,
+                            tools=None, split=sp, dataset=DATASET, initial_state=initial))
+            i += 1
+    return out

@@ -1,0 +1,18 @@
+"""Starting a run's worker process. Torch-free on purpose: the UI calls it, and the model loads only in
+the child (`python -m workbench.worker`)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+
+def start_worker(db_path: str | Path, run_id: int, *, log_path: str | Path | None = None) -> subprocess.Popen:
+    """Spawn the worker for an existing run in its own session, so it outlives the UI that started it."""
+    log_path = Path(log_path or Path(db_path).with_suffix(f".run{run_id}.log"))
+    log = open(log_path, "ab")  # noqa: SIM115 - handed to the child
+    return subprocess.Popen(
+        [sys.executable, "-m", "workbench.worker", "--db", str(db_path), "--run", str(run_id)],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+    )

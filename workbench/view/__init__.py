@@ -1,0 +1,75 @@
+"""The typed, headless view layer: what the screens and `workbench report` read, and the one home of the
+rules they show (run statuses and liveness, allowed actions, success, the best and promoted checkpoints,
+paired comparisons, failure shares).
+
+Torch-free and Textual-free: it imports the store and the engine's pure modules only (an import-linter
+contract and tests/test_view.py hold it to that), so a UI process never loads a model to draw a table.
+"""
+
+from store import StoreError
+from store.trajectories import TrajectoryFilter
+from workbench.launch import start_worker
+from workbench.types import ToolCall
+from workbench.verifiers import builtin_verifier_code
+from workbench.view.evaluations import (
+    EvalRow,
+    Flag,
+    baseline,
+    baseline_value,
+    best_eval,
+    eval_flags,
+    eval_points,
+    eval_rows,
+    metric_points,
+    sft_only,
+    should_promote,
+)
+from workbench.view.records import (
+    Checkpoint,
+    Command,
+    DryRunRow,
+    Eval,
+    Event,
+    Label,
+    Run,
+    Step,
+    Task,
+    Trajectory,
+    Turn,
+    VerifierVersion,
+)
+from workbench.view.run_state import (
+    ACTIONS,
+    LIVE_STATUSES,
+    STALE_AFTER_S,
+    STATUSES,
+    Action,
+    RunState,
+    WorkerState,
+    allowed,
+    heartbeat_age,
+    key_action,
+    worker_state,
+)
+from workbench.view.scores import (
+    FULL_REWARD,
+    PART_NAMES,
+    SORTS,
+    FailureShares,
+    TaskRow,
+    TaskStats,
+    failure_shares,
+    part_series,
+)
+from workbench.view.store_view import ORDERS, DryRunOutcome, Page, View, effective_order, page_key
+from workbench.view.turns import turns
+
+__all__ = [
+    "ACTIONS", "FULL_REWARD", "LIVE_STATUSES", "ORDERS", "PART_NAMES", "SORTS", "STALE_AFTER_S", "STATUSES", "Action",
+    "Checkpoint", "Command", "DryRunOutcome", "DryRunRow", "Eval", "EvalRow", "Event", "FailureShares", "Flag", "Label",
+    "Page", "Run", "RunState", "Step", "StoreError", "Task", "TaskRow", "TaskStats", "ToolCall", "Trajectory", "TrajectoryFilter",
+    "Turn", "VerifierVersion", "View", "WorkerState", "allowed", "baseline", "baseline_value", "best_eval",
+    "builtin_verifier_code", "effective_order", "eval_flags", "eval_points", "eval_rows", "failure_shares",
+    "heartbeat_age", "key_action", "metric_points", "page_key", "part_series", "sft_only", "should_promote",
+    "start_worker", "turns", "worker_state",
+]

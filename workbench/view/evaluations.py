@@ -1,0 +1,178 @@
+"""Reading a run's evaluations: the baseline, the SFT-only policy, the best checkpoint, the promoted one,
+paired comparisons and the warning flags. One home for these rules: the evaluations screen, `workbench
+report` and the trainer's promotion all call them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from workbench.eval import PairedDifference, beats, paired_difference
+from workbench.view.records import Checkpoint, Eval, Step
+
+# Differences smaller than these are noise at the held-out sizes we run (tens of tasks).
+REWARD_RISE = 0.05
+SUCCESS_FALL = 0.05
+LENGTH_DRIFT = 0.5
+JSON_REGRESSION = 0.05
+
+
+@dataclass(frozen=True)
+class Flag:
+    kind: str
+    message: str
+
+
+def baseline(evals: Sequence[Eval]) -> Eval | None:
+    return next((e for e in evals if e.is_baseline), None)
+
+
+def checkpoint_evals(evals: Sequence[Eval]) -> list[Eval]:
+    """Every eval but the baseline, in step order."""
+    return sorted((e for e in evals if not e.is_baseline), key=lambda e: (e.step, e.id))
+
+
+def sft_only(evals: Sequence[Eval]) -> Eval | None:
+    """The greedy eval of the policy the SFT warm-up left (step 0, not the baseline)."""
+    return next((e for e in checkpoint_evals(evals) if e.step == 0 and e.mode == "greedy"), None)
+
+
+def best_eval(evals: Sequence[Eval]) -> Eval | None:
+    """The non-baseline eval with the highest success rate; ties go to fewer unsafe calls, then earlier."""
+    scored = [e for e in evals if not e.is_baseline and e.success is not None]
+    if not scored:
+        return None
+    return min(scored, key=lambda e: (-(e.success or 0.0), e.metric("unsafe_rate") or 0.0, e.step, e.id))
+
+
+def should_promote(candidate: Eval, evals: Sequence[Eval], promoted: Checkpoint | None) -> bool:
+    """Promote a checkpoint's greedy eval when it beats the baseline (strictly more success, no more unsafe)
+    and the checkpoint promoted so far (strictly more success)."""
+    base = baseline([e for e in evals if e.mode == "greedy"])
+    if base is None or not beats(candidate.metrics, base.metrics):
+        return False
+    current = next((e for e in evals if promoted and e.checkpoint_id == promoted.id and e.mode == "greedy"), None)
+    return current is None or (candidate.success or 0.0) > (current.success or 0.0)
+
+
+@dataclass(frozen=True)
+class EvalRow:
+    """One line of the report: an eval, what it measured, and its paired differences to the references."""
+
+    eval: Eval
+    label: str  # "base", "sft @ step 0", "periodic @ step 10", ...
+    kind: str | None  # "base", or the checkpoint's kind
+    checkpoint_step: int | None
+    promoted: bool
+    vs_base: PairedDifference | None
+    vs_sft: PairedDifference | None
+
+
+def eval_rows(evals: Sequence[Eval], checkpoints: Sequence[Checkpoint], mode: str | None = "greedy") -> list[EvalRow]:
+    """Baseline, SFT-only and each checkpoint in order, each with its paired success difference to the
+    baseline and to the SFT-only policy (rows before a reference are not compared with it)."""
+    by_id = {c.id: c for c in checkpoints}
+    chosen = [e for e in evals if mode is None or e.mode == mode]
+    chosen.sort(key=lambda e: (not e.is_baseline, e.step, e.id))
+    kinds = ["base" if e.is_baseline else (by_id[e.checkpoint_id].kind if e.checkpoint_id in by_id else None)
+             for e in chosen]
+    refs = {k: next((i for i, (e, kind) in enumerate(zip(chosen, kinds, strict=True)) if kind == k and e.solved), None)
+            for k in ("base", "sft")}
+
+    def versus(i: int, ref: int | None) -> PairedDifference | None:
+        e = chosen[i]
+        if ref is None or i <= ref or e.solved is None:
+            return None
+        return paired_difference(e.solved, chosen[ref].solved or {})
+
+    rows = []
+    for i, (e, kind) in enumerate(zip(chosen, kinds, strict=True)):
+        ck = by_id.get(e.checkpoint_id) if e.checkpoint_id is not None else None
+        label = "base" if e.is_baseline else (f"{ck.kind} @ step {ck.step}" if ck else f"step {e.step}")
+        rows.append(EvalRow(e, label, kind, ck.step if ck else None, bool(ck and ck.promoted),
+                            versus(i, refs["base"]), versus(i, refs["sft"])))
+    return rows
+
+
+def metric_points(steps: Sequence[Step], key: str) -> tuple[list[float], list[float]]:
+    """(steps, values) of one step metric, NaN and missing values left out."""
+    xs, ys = [], []
+    for s in steps:
+        v = s.metric(key)
+        if v is not None:
+            xs.append(float(s.step))
+            ys.append(v)
+    return xs, ys
+
+
+def eval_points(evals: Sequence[Eval], key: str = "success_rate") -> tuple[list[float], list[float]]:
+    xs, ys = [], []
+    for e in evals:
+        v = e.metric(key)
+        if not e.is_baseline and v is not None:
+            xs.append(float(e.step))
+            ys.append(v)
+    return xs, ys
+
+
+def baseline_value(evals: Sequence[Eval], key: str = "success_rate") -> float | None:
+    base = baseline(evals)
+    return None if base is None else base.metric(key)
+
+
+def _mean_around(xs: list[float], ys: list[float], step: float, window: int = 5) -> float | None:
+    vals = [y for x, y in zip(xs, ys, strict=True) if step - window < x <= step]
+    return sum(vals) / len(vals) if vals else None
+
+
+def eval_flags(steps: Sequence[Step], evals: Sequence[Eval]) -> list[Flag]:
+    """The usual ways GRPO goes wrong, read off the curves and evals."""
+    flags: list[Flag] = []
+    base = baseline(evals)
+    checks = checkpoint_evals(evals)
+    # 1. Train reward up while held-out success goes down, between the last two evals.
+    xs, ys = metric_points(steps, "reward")
+    if len(checks) >= 2 and xs:
+        prev, last = checks[-2], checks[-1]
+        r0, r1 = _mean_around(xs, ys, prev.step), _mean_around(xs, ys, last.step)
+        s0, s1 = prev.success, last.success
+        if r0 is not None and r1 is not None and s0 is not None and s1 is not None \
+                and r1 - r0 > REWARD_RISE and s0 - s1 > SUCCESS_FALL:
+            flags.append(Flag(
+                "overfit",
+                f"train reward rose {r0:+.2f} → {r1:+.2f} while held-out success fell "
+                f"{100 * s0:.0f}% → {100 * s1:.0f}% (steps {prev.step}→{last.step}): overfitting or reward hacking",
+            ))
+    # 2. Completion length drifting away from where it started.
+    _, ly = metric_points(steps, "completions/mean_length")
+    if len(ly) >= 4:
+        k = max(1, min(5, len(ly) // 3))
+        early, late = sum(ly[:k]) / k, sum(ly[-k:]) / k
+        if early > 0 and abs(late - early) / early > LENGTH_DRIFT:
+            flags.append(Flag(
+                "length",
+                f"completion length drifted {early:.0f} → {late:.0f} tokens ({(late - early) / early:+.0%} vs the first {k} steps)",
+            ))
+    # 3. Invalid JSON more often than the untrained model: the policy found reward elsewhere.
+    if base is not None and checks:
+        b, last_json = base.metric("valid_json_rate"), checks[-1].metric("valid_json_rate")
+        if b is not None and last_json is not None and b - last_json > JSON_REGRESSION:
+            flags.append(Flag(
+                "json",
+                f"invalid-JSON rate {100 * (1 - last_json):.0f}% at step {checks[-1].step} vs {100 * (1 - b):.0f}% "
+                "at baseline: possible reward hacking",
+            ))
+    # 4. The best GRPO checkpoint not clearly above the SFT warm-up it started from, paired on the same tasks
+    #    (two overlapping CIs say little; the paired difference is what decides whether GRPO helped).
+    sft = sft_only(evals)
+    best = best_eval([e for e in checks if e.step > 0 and e.mode == "greedy"]) if sft else None
+    if sft and best and sft.solved and best.solved:
+        d = paired_difference(best.solved, sft.solved)
+        if d is not None and not d.clearly_better:
+            flags.append(Flag(
+                "vs_sft",
+                f"best GRPO checkpoint (step {best.step}) vs SFT-only: {100 * d.delta:+.0f}pp on the same "
+                f"{d.n_tasks} tasks (95% CI {100 * d.ci_low:+.0f}…{100 * d.ci_high:+.0f}pp): not clearly better "
+                "than the warm-up",
+            ))
+    return flags

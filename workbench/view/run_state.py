@@ -1,0 +1,110 @@
+"""What state a run is in and what a person may do to it now: one home for run statuses, worker liveness
+and the table of allowed actions that the key bindings, the footer, the command palette and the help
+screen all read (so a key and its palette entry can never disagree)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from store.runs import STATUSES  # the status column's values: the store checks every write against them
+from workbench.view.records import Run
+
+STALE_AFTER_S = 30.0  # a worker whose heartbeat (every 1 s) is older than this is gone
+LIVE_STATUSES = ("starting", "running", "pausing", "stopping")  # a worker is (or should be) at work
+ENDED_STATUSES = ("stopped", "crashed", "finished")
+
+WorkerState = Literal["alive", "stale", "none"]
+
+__all__ = [
+    "ACTIONS", "ENDED_STATUSES", "LIVE_STATUSES", "STALE_AFTER_S", "STATUSES", "Action", "RunState",
+    "WorkerState", "heartbeat_age", "worker_state",
+]
+
+
+def worker_state(run: Run, now: float, stale_after_s: float = STALE_AFTER_S) -> WorkerState:
+    """alive: holds the lock with a fresh heartbeat; stale: holds it but went quiet; none: no worker."""
+    if not run.lock_held or run.heartbeat is None:
+        return "none"
+    return "alive" if now - run.heartbeat < stale_after_s else "stale"
+
+
+def heartbeat_age(run: Run, now: float) -> float | None:
+    return None if run.heartbeat is None else max(0.0, now - run.heartbeat)
+
+
+@dataclass(frozen=True)
+class RunState:
+    """A run's status and its worker's liveness at one moment (the app's clock, so tests can freeze it)."""
+
+    status: str
+    worker: WorkerState
+
+    @classmethod
+    def of(cls, run: Run, now: float) -> RunState:
+        return cls(run.status, worker_state(run, now))
+
+    @property
+    def alive(self) -> bool:
+        return self.worker == "alive"
+
+    @property
+    def live_without_worker(self) -> bool:
+        """The status says a worker is at work but none answers: the banner shouts, r starts one."""
+        return self.status in LIVE_STATUSES and not self.alive
+
+
+@dataclass(frozen=True)
+class Action:
+    """A run control: its key, the palette's wording, and when it is allowed."""
+
+    name: str
+    key: str
+    title: str
+    help: str
+    when: str  # the rule in words, for the help screen
+    allowed: Callable[[RunState], bool]
+    needs_value: bool = False  # the palette asks for a number first
+
+
+def _can_start(s: RunState) -> bool:
+    return not s.alive and s.status != "finished"
+
+
+ACTIONS: tuple[Action, ...] = (
+    Action("pause", "p", "Pause training", "pause at the next safe point", "while running, with a live worker",
+           lambda s: s.status in ("running", "starting") and s.alive),
+    Action("resume", "r", "Resume training", "continue from where it paused", "while paused or pausing, with a live worker",
+           lambda s: s.status in ("paused", "pausing") and s.alive),
+    Action("start_worker", "r", "Start worker", "spawn the training worker for this run (it resumes from the last checkpoint)",
+           "when no live worker holds the run and it has not finished", _can_start),
+    Action("checkpoint", "c", "Save checkpoint now", "adapter, optimizer, RNG and step", "with a live worker",
+           lambda s: s.alive),
+    Action("eval", "e", "Run held-out eval now", "evaluate the current policy", "with a live worker", lambda s: s.alive),
+    Action("set_lr", "", "Set learning rate…", "from the next step", "with a live worker", lambda s: s.alive, True),
+    Action("set_temperature", "", "Set sampling temperature…", "from the next step", "with a live worker",
+           lambda s: s.alive, True),
+    Action("sample", "", "Sample 8 completions of the selected task", "the worker samples it", "with a live worker and a task selected",
+           lambda s: s.alive),
+    Action("set_verifier", "ctrl+a", "Apply the edited verifier", "after an ok dry run, from the next step",
+           "unless the run has finished or is stopping (a worker started later picks it up)",
+           lambda s: s.status not in ("finished", "stopping")),
+    Action("stop", "s", "Stop run", "checkpoint and exit the worker, after a confirm",
+           "with a live worker, or while the status says one is at work or paused",
+           lambda s: s.alive or s.status in (*LIVE_STATUSES, "paused")),
+)
+ACTION_BY_NAME = {a.name: a for a in ACTIONS}
+
+
+def allowed(name: str, state: RunState | None) -> bool:
+    """Whether the run control `name` may be used now (False without a run)."""
+    return state is not None and ACTION_BY_NAME[name].allowed(state)
+
+
+def key_action(key_name: str, state: RunState | None) -> str | None:
+    """The control a key triggers now (r: resume a live worker, or start one), None when none is allowed."""
+    for a in ACTIONS:
+        if (a.name == key_name or (key_name == "resume" and a.name == "start_worker")) and allowed(a.name, state):
+            return a.name
+    return None
