@@ -34,6 +34,7 @@ from workbench.view import (
     TrajectoryFilter,
     VerifierVersion,
     View,
+    started_again,
 )
 
 if TYPE_CHECKING:
@@ -175,7 +176,7 @@ class DashboardScreen(Screen):
         if run is None or view is None or run_id is None or not self.loaded:
             return
         status = run.status
-        if self._last_status in ("paused", "stopped", "crashed", "created") and status in ("starting", "running"):
+        if started_again(self._last_status, status):
             # A resume may restart from a checkpoint and supersede later rows: take a fresh snapshot.
             self._last_status = status
             self.reload()

@@ -22,7 +22,15 @@ from textual.worker import Worker, WorkerState
 
 from screens.diff_view import diff_text
 from screens.format import clip, num, pct, reward_style
-from workbench.view import DryRunOutcome, DryRunRow, VerifierVersion, View, allowed, builtin_verifier_code
+from workbench.view import (
+    PAUSED_STATUSES,
+    DryRunOutcome,
+    DryRunRow,
+    VerifierVersion,
+    View,
+    allowed,
+    builtin_verifier_code,
+)
 
 if TYPE_CHECKING:
     from screens.host import Host
@@ -260,7 +268,7 @@ class VerifierEditorScreen(Screen):
             self.notify(f"cannot apply: {why}", severity="warning")
             return
         status = self.wb.current_run.status if self.wb.current_run else None
-        when = "now (paused)" if status in ("paused", "pausing") else "at the worker's next safe point (between steps)"
+        when = "now (paused)" if status in PAUSED_STATUSES else "at the worker's next safe point (between steps)"
         self.wb.send_command("set_verifier", {"verifier_id": self.dry_verifier_id})
         self._status(Text(f"set_verifier sent: activates {when}", style="green"))
 

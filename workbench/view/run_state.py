@@ -14,12 +14,14 @@ from workbench.view.records import Run
 STALE_AFTER_S = 30.0  # a worker whose heartbeat (every 1 s) is older than this is gone
 LIVE_STATUSES = ("starting", "running", "pausing", "stopping")  # a worker is (or should be) at work
 ENDED_STATUSES = ("stopped", "crashed", "finished")
+PAUSED_STATUSES = ("paused", "pausing")
+IDLE_STATUSES = ("created", "paused", *ENDED_STATUSES)  # no step is being taken
 
 WorkerState = Literal["alive", "stale", "none"]
 
 __all__ = [
-    "ACTIONS", "ENDED_STATUSES", "LIVE_STATUSES", "STALE_AFTER_S", "STATUSES", "Action", "RunState",
-    "WorkerState", "heartbeat_age", "worker_state",
+    "ACTIONS", "ENDED_STATUSES", "IDLE_STATUSES", "LIVE_STATUSES", "PAUSED_STATUSES", "STALE_AFTER_S", "STATUSES",
+    "Action", "RunState", "WorkerState", "heartbeat_age", "started_again", "worker_state",
 ]
 
 
@@ -28,6 +30,12 @@ def worker_state(run: Run, now: float, stale_after_s: float = STALE_AFTER_S) -> 
     if not run.lock_held or run.heartbeat is None:
         return "none"
     return "alive" if now - run.heartbeat < stale_after_s else "stale"
+
+
+def started_again(before: str | None, now: str) -> bool:
+    """A worker took the run up again (a resume may have restarted from a checkpoint and superseded
+    later rows, so a reader should take a fresh snapshot)."""
+    return before in IDLE_STATUSES and now in ("starting", "running")
 
 
 def heartbeat_age(run: Run, now: float) -> float | None:
@@ -76,7 +84,7 @@ ACTIONS: tuple[Action, ...] = (
     Action("pause", "p", "Pause training", "pause at the next safe point", "while running, with a live worker",
            lambda s: s.status in ("running", "starting") and s.alive),
     Action("resume", "r", "Resume training", "continue from where it paused", "while paused or pausing, with a live worker",
-           lambda s: s.status in ("paused", "pausing") and s.alive),
+           lambda s: s.status in PAUSED_STATUSES and s.alive),
     Action("start_worker", "r", "Start worker", "spawn the training worker for this run (it resumes from the last checkpoint)",
            "when no live worker holds the run and it has not finished", _can_start),
     Action("checkpoint", "c", "Save checkpoint now", "adapter, optimizer, RNG and step", "with a live worker",
