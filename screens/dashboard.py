@@ -97,6 +97,7 @@ class DashboardScreen(Screen):
         self._polls = 0
         self._generation = 0
         self._last_status: str | None = None
+        self._last_lock: str | None = None  # the lock token at the last poll: a new one is a new worker
         self._task_series: StepSeries | None = None
 
     @property
@@ -176,12 +177,12 @@ class DashboardScreen(Screen):
         if run is None or view is None or run_id is None or not self.loaded:
             return
         status = run.status
-        if started_again(self._last_status, status):
+        again = started_again(self._last_status, status, self._last_lock, run.lock_token)
+        self._last_status, self._last_lock = status, run.lock_token
+        if again:
             # A resume may restart from a checkpoint and supersede later rows: take a fresh snapshot.
-            self._last_status = status
             self.reload()
             return
-        self._last_status = status
         self._polls += 1
         rows = view.trajectories_since(run_id, self.last_id, limit=FEED_LIMIT)
         if rows:

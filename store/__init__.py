@@ -5,9 +5,9 @@ Modules: db (open, migrate, errors), runs, tasks, trajectories, metrics, verifie
 """
 
 from store import commands, labels, metrics, runs, tasks, trajectories, verifiers
-from store.db import SchemaTooNewError, StoreError, integrity_ok, open_db, write_txn
+from store.db import DiskFullError, SchemaTooNewError, StoreError, integrity_ok, open_db, write_txn
 
 __all__ = [
-    "SchemaTooNewError", "StoreError", "commands", "integrity_ok", "labels", "metrics", "open_db", "runs", "tasks",
+    "DiskFullError", "SchemaTooNewError", "StoreError", "commands", "integrity_ok", "labels", "metrics", "open_db", "runs", "tasks",
     "trajectories", "verifiers", "write_txn",
 ]

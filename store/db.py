@@ -5,6 +5,7 @@ One `Database` per thread and per process (sqlite3's check_same_thread); open an
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
@@ -24,6 +25,10 @@ class StoreError(Exception):
 
 class SchemaTooNewError(StoreError):
     pass
+
+
+class DiskFullError(StoreError):
+    """A write the disk refused (full, over a file-size limit, failing); the transaction was rolled back whole."""
 
 
 def now() -> float:
@@ -53,11 +58,30 @@ def write_txn(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
     db.conn.execute("BEGIN IMMEDIATE")
     try:
         yield db
-    except BaseException:
+        db.conn.execute("COMMIT")
+    except BaseException as exc:
         if db.conn.in_transaction:
-            db.conn.execute("ROLLBACK")
+            # After an I/O error SQLite may have rolled back already; the journal undoes the rest.
+            with contextlib.suppress(sqlite3.Error):
+                db.conn.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.OperationalError) and _is_write_failure(exc):
+            raise DiskFullError(
+                f"{db_file(db)}: the write failed ({exc}: the disk is full or failing); nothing of this write "
+                "was kept; free space, then resume the run"
+            ) from exc
         raise
-    db.conn.execute("COMMIT")
+
+
+def _is_write_failure(exc: sqlite3.OperationalError) -> bool:
+    # SQLITE_FULL on ENOSPC; SQLITE_IOERR_* when the OS refuses the write (EFBIG past RLIMIT_FSIZE, EIO).
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    return name == "SQLITE_FULL" or name.startswith("SQLITE_IOERR") or "disk is full" in str(exc)
+
+
+def db_file(db: sqlite_utils.Database) -> str:
+    """The database's file path, for messages."""
+    row = db.execute("PRAGMA database_list").fetchone()
+    return row[2] if row and row[2] else "<memory>"
 
 
 def open_db(path: str | Path, *, create: bool = True, readonly: bool = False) -> sqlite_utils.Database:

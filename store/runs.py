@@ -85,9 +85,35 @@ def update_config(db: sqlite_utils.Database, run_id: int, config: dict[str, Any]
     db.execute("UPDATE runs SET config = ?, updated = ? WHERE id = ?", [dumps(config), now(), run_id])
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists on this host (a zombie, killed but not yet reaped, counts as gone).
+    When in doubt it says alive: the caller then falls back to the heartbeat rule."""
+    if pid <= 0:  # 0 and negatives would signal a process group
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: it exists, under another user
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):  # no /proc (macOS), or it ended just now: kill() said it exists
+        return True
+
+
+def local_worker_gone(host: str | None, pid: int | None) -> bool:
+    """The lock holder ran on this host (`socket.gethostname()`) and its process is gone (kill -9, the OOM
+    killer): no need to wait for its heartbeat to go stale. False for another host or an unknown pid, where
+    only the heartbeat can tell. One home for the rule: `acquire_lock` and `workbench.view` (the UI's banner)."""
+    return pid is not None and host == socket.gethostname() and not pid_alive(pid)
+
+
 def acquire_lock(db: sqlite_utils.Database, run_id: int, *, stale_after_s: float) -> str:
     """Take the run's single-worker lock; steal it only if the holder's heartbeat is older than
-    `stale_after_s` (the engine's liveness rule, `workbench.view.run_state.STALE_AFTER_S`)."""
+    `stale_after_s` (the engine's liveness rule, `workbench.view.run_state.STALE_AFTER_S`), or at once when
+    the holder ran on this host and its process is gone (`local_worker_gone`)."""
     token = secrets.token_hex(8)
     t = now()
     with write_txn(db):
@@ -95,7 +121,9 @@ def acquire_lock(db: sqlite_utils.Database, run_id: int, *, stale_after_s: float
         if row is None:
             raise StoreError(f"run {run_id} does not exist")
         held, beat, pid, host = row
-        if held and beat is not None and t - beat < stale_after_s:
+        fresh = held and beat is not None and t - beat < stale_after_s
+        gone = bool(held) and local_worker_gone(host, pid)
+        if fresh and not gone:
             raise RunLockedError(
                 f"run {run_id} already has a live worker (pid {pid} on {host}, heartbeat {t - beat:.0f} s ago); "
                 "attach to it with `workbench tui`, or stop it first"
@@ -104,6 +132,11 @@ def acquire_lock(db: sqlite_utils.Database, run_id: int, *, stale_after_s: float
             "UPDATE runs SET lock_token = ?, heartbeat = ?, worker_pid = ?, worker_host = ? WHERE id = ?",
             [token, t, os.getpid(), socket.gethostname(), run_id],
         )
+        if held:
+            why = "its process is gone" if gone else (
+                f"heartbeat {t - beat:.0f} s old" if beat is not None else "no heartbeat")
+            add_event(db, run_id, "lock", f"worker pid {os.getpid()} took the lock over from pid {pid} on {host} ({why})",
+                      {"from_pid": pid, "from_host": host, "pid": os.getpid()})
     return token
 
 

@@ -269,6 +269,55 @@ def test_run_lock_and_stale_steal(db, run_id):
     assert runs.get_run(db, run_id)["lock_token"] is None
 
 
+def dead_pid() -> int:
+    """The pid of a process that has ended (and been reaped)."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_lock_of_a_dead_local_worker_is_taken_over_at_once(db, run_id):
+    import socket
+
+    token = runs.acquire_lock(db, run_id, stale_after_s=30.0)
+    # A live local pid (this process), fresh heartbeat: refused, as before.
+    with pytest.raises(runs.RunLockedError, match="already has a live worker"):
+        runs.acquire_lock(db, run_id, stale_after_s=30.0)
+    # The holder was killed -9 on this host: its heartbeat is fresh, but its pid is gone. No 30 s wait.
+    gone = dead_pid()
+    db.execute("UPDATE runs SET worker_pid = ? WHERE id = ?", [gone, run_id])
+    assert runs.local_worker_gone(socket.gethostname(), gone)
+    thief = runs.acquire_lock(db, run_id, stale_after_s=30.0)
+    assert thief != token and runs.heartbeat(db, run_id, token) is False
+    row = runs.get_run(db, run_id)
+    assert row["worker_pid"] == os.getpid() and row["lock_token"] == thief
+    assert any(f"from pid {gone}" in e["message"] and "process is gone" in e["message"]
+               for e in runs.events_since(db, run_id))
+    # The same dead pid on another host proves nothing here: the heartbeat rule holds.
+    db.execute("UPDATE runs SET worker_pid = ?, worker_host = 'another-host' WHERE id = ?", [gone, run_id])
+    assert not runs.local_worker_gone("another-host", gone)
+    with pytest.raises(runs.RunLockedError, match="already has a live worker"):
+        runs.acquire_lock(db, run_id, stale_after_s=30.0)
+    db.execute("UPDATE runs SET heartbeat = heartbeat - 60 WHERE id = ?", [run_id])
+    runs.acquire_lock(db, run_id, stale_after_s=30.0)  # stale: taken over
+
+
+def test_pid_alive_edge_cases():
+    assert runs.pid_alive(os.getpid())
+    assert not runs.pid_alive(dead_pid())
+    assert runs.pid_alive(0) and runs.pid_alive(-1)  # never a process group: unknown reads as alive
+    assert not runs.local_worker_gone(None, None)
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])  # ended but not reaped: gone too
+    try:
+        deadline = time.time() + 30
+        while runs.pid_alive(zombie.pid) and time.time() < deadline:
+            time.sleep(0.05)
+        if sys.platform == "linux":
+            assert not runs.pid_alive(zombie.pid)
+    finally:
+        zombie.wait()
+
+
 def test_status_changes_are_events(db, run_id):
     runs.set_status(db, run_id, "running", "started by test")
     runs.set_status(db, run_id, "crashed", "OOM", error="Traceback ...")
@@ -415,3 +464,35 @@ def test_migration_from_v1_keeps_data_and_adds_eval_superseded(tmp_path):
     trajectories.mark_superseded(db, 1, after_step=4)
     assert metrics.list_evals(db, 1) == []  # hidden, not deleted
     assert db.execute("SELECT COUNT(*) FROM evals").fetchone()[0] == 1
+
+
+DISK_FULL = textwrap.dedent(
+    """
+    import os, random, resource, signal, sys
+    sys.path.insert(0, {root!r})
+    import store
+    from tests.store_helpers import trajectory_row
+    db = store.open_db(sys.argv[1])
+    run_id = store.runs.create_run(db, name="full", model="m", config={{}})
+    store.trajectories.insert_trajectories(db, [trajectory_row(run_id, 0, 0, i, random.Random(i)) for i in range(50)])
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    size = os.path.getsize(sys.argv[1])
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the limit a write fails with EFBIG, not a signal
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size + 64 * 1024, size + 64 * 1024))
+    try:
+        store.trajectories.insert_trajectories(db, [trajectory_row(run_id, 1, 0, i, random.Random(i)) for i in range(3000)])
+    except store.DiskFullError as exc:
+        print("DiskFullError:", exc)
+    """
+)
+
+
+def test_a_full_disk_mid_batch_is_a_clear_error_and_keeps_everything_committed(tmp_path):
+    path = tmp_path / "full.db"
+    out = subprocess.run([sys.executable, "-c", DISK_FULL.format(root=str(Path(__file__).resolve().parents[1])),
+                          str(path)], capture_output=True, text=True, timeout=120)
+    assert out.stdout.startswith("DiskFullError:"), out.stdout + out.stderr
+    assert str(path) in out.stdout and "nothing of this write was kept" in out.stdout
+    db = store.open_db(path)
+    assert store.integrity_ok(db)
+    assert trajectories.count_trajectories(db, 1) == 50  # the failed batch left nothing half-written

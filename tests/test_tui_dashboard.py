@@ -338,3 +338,40 @@ def test_every_binding_has_an_id():
 def test_bad_database_path_is_a_clear_error(tmp_path):
     with pytest.raises(store.StoreError, match="no such database"):
         WorkbenchApp(tmp_path / "missing.db")
+
+
+async def test_dashboard_follows_a_worker_that_took_the_run_over(fake):
+    """kill -9 of the worker (the status still reads "running"), then `workbench train --resume` in another
+    terminal: a new lock, the rows past the checkpoint superseded, the statuses in between never seen by a
+    poll. The open dashboard says at once that no worker is live, then takes a fresh snapshot."""
+    import subprocess
+    import sys
+
+    from workbench.view import STALE_AFTER_S
+
+    app = WorkbenchApp(fake.db_path, poll_s=0.1)
+    async with app.run_test(size=SIZE) as pilot:
+        dash = await open_dashboard(pilot)
+        rollouts = dash.query_one(RolloutsPane)
+        await wait_until(pilot, lambda: dash._last_lock is not None, what="a first poll")
+        n_before, gen = rollouts.table.row_count, dash._generation
+        assert dash.last_step == 5
+        killed = subprocess.Popen([sys.executable, "-c", "pass"])
+        killed.wait()
+        db = open_db(fake)
+        db.execute("UPDATE runs SET worker_pid = ? WHERE id = ?", [killed.pid, fake.run_id])  # its pid is gone
+        banner = dash.query_one(Banner)
+        await wait_until(pilot, lambda: banner.has_class("-shown") and "No live worker" in plain(banner),
+                         what="the banner, before 30 s")
+        assert app.check_action("resume", ()) is True  # r starts a worker
+        # In one go between two polls (no await): the new worker's lock, starting, resume, running.
+        runs.acquire_lock(db, fake.run_id, stale_after_s=STALE_AFTER_S)  # no "already has a live worker"
+        runs.set_status(db, fake.run_id, "starting", "worker pid 1 loading the model")
+        n = trajectories.mark_superseded(db, fake.run_id, after_step=2)
+        runs.set_status(db, fake.run_id, "running", "resumed from step 2")
+        db.conn.close()
+        assert n > 0
+        await wait_until(pilot, lambda: dash._generation > gen and dash.loaded, what="a reload")
+        await wait_until(pilot, lambda: rollouts.table.row_count == n_before - n, what="superseded rows gone")
+        assert dash.last_step == 2
+        await wait_until(pilot, lambda: not banner.has_class("-shown"), what="the banner to go")

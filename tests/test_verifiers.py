@@ -185,32 +185,40 @@ def test_compile_errors_name_the_line():
         load_verifier_code("reward = 3\n")
 
 
+@pytest.mark.parametrize("isolate", [False, True], ids=["in_process", "isolated"])
 @pytest.mark.parametrize("body,error", [
     ("    return 1 / 0", "ZeroDivisionError: division by zero (line 2)"),
-    ("    return float('nan')", "bad return value: reward is nan"),
-    ("    return float('inf')", "bad return value: reward is inf"),
-    ("    return 'high'", "bad return value: reward must be a float, got str"),
-    ("    return None", "bad return value: reward must be a float, got NoneType"),
-    ("    return True", "bad return value: reward must be a float, got bool"),
+    ("    return float('nan')", "verifier returned nan"),
+    ("    return float('-inf')", "verifier returned -inf"),
+    ("    return 'high'", "verifier returned str, expected float or Score"),
+    ("    return None", "verifier returned None, expected float or Score"),
+    ("    return True", "verifier returned bool, expected float or Score"),
     ("    from workbench.types import Score\n    s = Score(1.0)\n    s.parts = {'a': float('nan')}\n    return s",
-     "bad return value: part 'a' is nan"),
+     "verifier returned a Score whose part 'a' is nan"),
+    ("    from workbench.types import Score\n    s = Score(1.0)\n    s.parts = [1.0]\n    return s",
+     "verifier returned a Score whose parts is list, expected dict"),
 ])
-def test_score_never_raises(body, error):
-    v = load_verifier_code(f"def reward(output, task):\n{body}\n")
-    s = v.score(Output("x"), TASK)
-    assert s.total == 0.0 and s.error == error
+def test_score_never_raises(body, error, isolate):
+    """The same words in process and isolated (workbench.verifiers.isolated)."""
+    with load_verifier_code(f"def reward(output, task):\n{body}\n", isolate=isolate) as v:
+        assert v.isolated is isolate
+        s = v.score(Output("x"), TASK)
+        assert s.total == 0.0 and s.error == error
 
 
-def test_timeout_interrupts_a_hung_verifier():
-    v = load_verifier_code("def reward(output, task):\n    while True:\n        pass\n")
+def test_timeout_interrupts_a_hung_verifier_in_process():
+    """The in-process path (built-ins, `isolate=False`) keeps its thread timeout; user code is isolated by
+    default (tests/test_verifier_isolation.py)."""
+    v = load_verifier_code("def reward(output, task):\n    while True:\n        pass\n", isolate=False)
     t0 = time.monotonic()
     s = v.score(Output("x"), TASK, timeout_s=0.2)
     assert time.monotonic() - t0 < 1.5
-    assert s.total == 0.0 and s.error.startswith("timeout")
+    assert s.total == 0.0 and s.error == "verifier timed out after 0.2 s"
     assert v.timeouts == 1 and v.leaked_threads == 0
     assert not [t for t in threading.enumerate() if t.name == "verifier-user"]
-    v2 = load_verifier_code("def reward(output, task):\n    try:\n        while True: pass\n    except Exception:\n        return 1.0\n")
-    assert v2.score(Output("x"), TASK, timeout_s=0.2).error.startswith("timeout")
+    v2 = load_verifier_code("def reward(output, task):\n    try:\n        while True: pass\n    except Exception:\n"
+                            "        return 1.0\n", isolate=False)
+    assert v2.score(Output("x"), TASK, timeout_s=0.2).error == "verifier timed out after 0.2 s"
 
 
 # --- judge and metrics -------------------------------------------------------------------------------------

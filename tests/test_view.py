@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from workbench.cli import main
 from workbench.types import ToolCall
 from workbench.view import (
     ACTIONS,
+    STALE_AFTER_S,
     STATUSES,
     Checkpoint,
     Eval,
@@ -34,6 +36,7 @@ from workbench.view import (
     metric_points,
     part_series,
     should_promote,
+    started_again,
     turns,
     worker_state,
 )
@@ -81,6 +84,39 @@ def test_worker_liveness():
     run = Run(1, "r", "m", "running", lock_held=True, heartbeat=100.0)
     assert worker_state(run, 110.0) == "alive" and worker_state(run, 200.0) == "stale"
     assert worker_state(Run(1, "r", "m", "stopped"), 200.0) == "none"
+    # Its process is known gone (a local check the View fills in): no live worker, fresh heartbeat or not.
+    gone = Run(1, "r", "m", "running", lock_held=True, heartbeat=100.0, worker_gone=True)
+    assert worker_state(gone, 110.0) == "none" and RunState.of(gone, 110.0).live_without_worker
+
+
+def test_view_reports_a_dead_local_worker_at_once(fake):
+    import socket
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    with View.open(fake.db_path) as view:
+        now = time.time()
+        assert worker_state(view.run(fake.run_id), now) == "alive"  # the fake's lock: this live process
+        view.db.execute("UPDATE runs SET worker_pid = ?, worker_host = ? WHERE id = ?",
+                        [proc.pid, socket.gethostname(), fake.run_id])
+        run = view.run(fake.run_id)
+        assert run.worker_gone and worker_state(run, now) == "none"
+        assert all(r.worker_gone for r in view.runs() if r.id == fake.run_id)
+        # Another host: only the heartbeat can tell (fresh: alive; 30 s old: stale).
+        view.db.execute("UPDATE runs SET worker_host = 'elsewhere' WHERE id = ?", [fake.run_id])
+        assert worker_state(view.run(fake.run_id), now) == "alive"
+        assert worker_state(view.run(fake.run_id), now + STALE_AFTER_S + 1) == "stale"
+
+
+def test_started_again_sees_a_new_worker_even_when_the_statuses_in_between_were_missed():
+    assert started_again("crashed", "running") and started_again("paused", "starting")
+    assert started_again("starting", "running")  # rows were superseded between the two
+    assert not started_again("running", "running") and not started_again("running", "running", "a", "a")
+    assert not started_again("pausing", "running")  # a resume of a paused worker: nothing superseded
+    # killed -9 while "running", resumed from another terminal: still "running", but another lock
+    assert started_again("running", "running", "tok-a", "tok-b")
+    assert not started_again("running", "running", None, "tok-b")  # the first look: nothing to compare
+    assert not started_again("running", "stopped", "tok-a", None)
 
 
 @pytest.mark.parametrize("status", STATUSES)

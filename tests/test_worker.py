@@ -147,8 +147,8 @@ def test_kill_9_mid_step_then_resume(run):
     assert store.integrity_ok(db)
     before = store.trajectories.count_trajectories(db, run_id)
     ck = store.metrics.latest_checkpoint(db, run_id)
-    # The dead worker's heartbeat goes stale; a resume steals the lock only then.
-    db.execute("UPDATE runs SET heartbeat = heartbeat - 60 WHERE id = ?", [run_id])
+    # The dead worker's heartbeat is fresh, but it ran on this host and its pid is gone: a resume takes
+    # the lock at once (no 30 s wait).
     procs.append(start_worker(db_path, run_id))
     wait_for(lambda: (store.metrics.last_step(db, run_id) or 0) > ck["step"] + 1, 240, "steps after resume")
     store.commands.enqueue(db, run_id, "stop")
@@ -166,6 +166,76 @@ def test_kill_9_mid_step_then_resume(run):
     assert superseded > 0
     events = [e["message"] for e in store.runs.events_since(db, run_id)]
     assert any(m.startswith(f"resumed from step {ck['step']}") for m in events)
+    assert any(f"from pid {procs[0].pid}" in m and "process is gone" in m for m in events)
+
+
+NAN_VERIFIER = "def reward(output, task):\n    return float('nan')\n"
+# One failing row in every 8 calls, whatever the phase: a step's 8 rows are 8 consecutive calls.
+ONE_IN_EIGHT = (
+    "calls = [0]\n"
+    "def reward(output, task):\n"
+    "    calls[0] += 1\n"
+    "    if calls[0] % 8 == 1:\n"
+    "        raise ValueError('boom')\n"
+    "    return (len(output) % 5) / 4.0\n"
+)
+
+
+def with_verifier(db, run_id, path, code):
+    path.write_text(code)
+    cfg = store.runs.get_run(db, run_id)["config"]
+    store.runs.update_config(db, run_id, {**cfg, "reward": str(path)})
+
+
+def test_verifier_error_budget_pauses_with_the_reason_then_resume_goes_on(run, tmp_path):
+    from workbench.view import ERROR_BUDGET_PAUSE
+
+    db_path, db, run_id, procs = run
+    with_verifier(db, run_id, tmp_path / "nan.py", NAN_VERIFIER)
+    log_path = tmp_path / "worker.log"
+    procs.append(start_worker(db_path, run_id, log_path=log_path))
+    wait_for(lambda: status(db, run_id) == "paused", 240, "the worker to pause itself")
+    r = store.runs.get_run(db, run_id)
+    assert r["status_reason"].startswith(ERROR_BUDGET_PAUSE)
+    assert "step 1: 8/8 verifier errors (verifier returned nan)" in r["status_reason"]
+    assert any(e["message"].startswith(f"paused: {ERROR_BUDGET_PAUSE}") for e in store.runs.events_since(db, run_id))
+    (step1,) = store.metrics.steps_since(db, run_id)
+    assert step1["step"] == 1 and step1["metrics"]["update_skipped"] == 1.0
+    assert step1["metrics"]["verifier_errors"] == 8
+    time.sleep(2.0)
+    assert store.metrics.last_step(db, run_id) == 1 and status(db, run_id) == "paused"  # it waits for a person
+    log = wait_for(lambda: (t := log_path.read_text()) and "workbench train" in t and t, 30, "the resume hint")
+    assert ("step 1: 8/8 verifier errors (verifier returned nan) — paused: more than 50% of the step's rewards "
+            "failed; fix the verifier (v in the UI) and resume") in log
+    assert "reward nan" not in log and f"--resume {run_id}" in log
+
+    # Fix it (edit, dry run, apply) and resume: the next step is step 2, scored by the fixed verifier.
+    good = dry_run(db, run_id, LENGTH_VERIFIER)
+    assert good.ok
+    applied = answered(db, store.commands.enqueue(db, run_id, "set_verifier", {"verifier_id": good.verifier_id}))
+    assert applied["status"] == "done" and applied["result"]["applied"] is True
+    store.commands.enqueue(db, run_id, "resume")
+    wait_for(lambda: (store.metrics.last_step(db, run_id) or 0) >= 2, 180, "step 2")
+    step2 = store.metrics.steps_since(db, run_id, 1)[0]
+    assert step2["step"] == 2 and step2["metrics"]["verifier_errors"] == 0
+    assert status(db, run_id) == "running"
+    store.commands.enqueue(db, run_id, "stop")
+    procs[0].wait(timeout=120)
+
+
+def test_verifier_errors_under_the_budget_are_counted_and_the_run_goes_on(run, tmp_path):
+    db_path, db, run_id, procs = run
+    with_verifier(db, run_id, tmp_path / "flaky.py", ONE_IN_EIGHT)
+    log_path = tmp_path / "worker.log"
+    procs.append(start_worker(db_path, run_id, log_path=log_path))
+    wait_for(lambda: (store.metrics.last_step(db, run_id) or 0) >= 2, 240, "two steps")
+    assert status(db, run_id) == "running"
+    for s in store.metrics.steps_since(db, run_id)[:2]:
+        assert s["metrics"]["verifier_errors"] == 1 and "update_skipped" not in s["metrics"]
+    log = log_path.read_text()
+    assert "step 1: reward " in log and "(1/8 verifier errors) loss" in log
+    store.commands.enqueue(db, run_id, "stop")
+    procs[0].wait(timeout=120)
 
 
 def test_crash_is_recorded_with_traceback(run, tmp_path):
@@ -194,3 +264,34 @@ def test_eval_command_answers_with_a_message_and_scalar_metrics():
     result = WorkerHooks(None, 1, "tok")._handle(trainer, "eval", {}, "after_step")
     assert result["message"] == "held-out success 0.400 at step 7"
     assert result["metrics"] == {"success_rate": 0.4, "n": 60}  # the per-task map stays in the evals table
+
+
+def test_step_line_counts_verifier_errors_and_never_says_reward_nan():
+    from types import SimpleNamespace
+
+    from workbench.trainer import Hooks, Scored, Trainer
+    from workbench.types import Score
+    from workbench.worker import WorkerHooks
+
+    def groups(errors: int, n: int = 8) -> list[list[Scored]]:
+        rows = [Scored(None, Score(total=0.0, error="verifier returned nan") if i < errors else Score(total=0.5))
+                for i in range(n)]
+        return [rows[:4], rows[4:]]
+
+    def line(errors: int, frac: float = 0.5, hooks: Hooks | None = None):
+        t = SimpleNamespace(cfg=SimpleNamespace(max_verifier_error_frac=frac), hooks=hooks or Hooks(), halted=None)
+        metrics = {"reward": 0.5 if errors < 8 else float("nan"), "loss": 0.0, "step_time_s": 1.0}
+        return Trainer._report_step(t, 3, groups(errors), metrics, errors > frac * 8), t
+
+    assert line(0)[0] == "step 3: reward 0.500 loss 0.0000 (1.0 s)"
+    assert line(2)[0] == "step 3: reward 0.500 (2/8 verifier errors) loss 0.0000 (1.0 s)"
+    text, t = line(8)  # no driver that can pause: the run loop ends after the step
+    assert text.startswith("step 3: 8/8 verifier errors (verifier returned nan) — stopped: more than 50%")
+    assert t.halted and "reward nan" not in text
+    paused = WorkerHooks(None, 1, "tok")
+    text, t = line(5, hooks=paused)
+    assert text == ("step 3: 5/8 verifier errors (verifier returned nan) — paused: more than 50% of the step's "
+                    "rewards failed; fix the verifier (v in the UI) and resume")
+    assert paused.paused and paused.pause_reason.startswith("verifier error budget exceeded: step 3: 5/8")
+    assert t.halted is None
+    assert "nan" not in line(8, frac=1.0)[0].replace("returned nan", "")  # a budget of 1.0: no reward, no "nan"

@@ -1,8 +1,15 @@
 """Checkpoints: the adapter in peft format plus everything needed to continue bit-for-bit on CPU
-(optimizer, scheduler, RNG states, step, the live learning rate and temperature)."""
+(optimizer, scheduler, RNG states, step, the live learning rate and temperature).
+
+A checkpoint is written to a temp folder with a manifest (each file's size and sha256) written last, then
+renamed into place; `load` checks the manifest first, so a torn or truncated checkpoint is an error that
+names the file, never a silently wrong resume (the trainer then falls back to the previous one).
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import random
 import shutil
@@ -10,6 +17,32 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+MANIFEST = "manifest.json"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be used; the message names the file and what is wrong with it."""
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file() and p.name != MANIFEST)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def save(path: Path, *, policy: Any, optimizer: torch.optim.Optimizer, scheduler: Any, state: dict[str, Any]) -> Path:
@@ -28,13 +61,53 @@ def save(path: Path, *, policy: Any, optimizer: torch.optim.Optimizer, scheduler
         },
         tmp / "trainer_state.pt",
     )
-    if path.exists():
-        shutil.rmtree(path)
-    os.replace(tmp, path)
+    files = _files(tmp)
+    for f in files:  # on disk before the manifest that vouches for them
+        _fsync(f)
+    manifest = {str(f.relative_to(tmp)): {"size": f.stat().st_size, "sha256": _sha256(f)} for f in files}
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
+    _fsync(tmp / MANIFEST)
+    if path.exists():  # rewritten (a redone step): the old one stays whole until the new one is in place
+        old = path.with_name(path.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(path, old)
+        os.replace(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, path)
     return path
 
 
+def verify(path: Path) -> str | None:
+    """None when the checkpoint at `path` is whole, else why not (naming the file)."""
+    if not path.is_dir():
+        return f"{path}: no such checkpoint folder"
+    manifest_path = path / MANIFEST
+    if not manifest_path.exists():
+        if (path / "trainer_state.pt").is_file() and (path / "adapter").is_dir():
+            return None  # written before manifests existed: nothing to check it against
+        return f"{manifest_path}: missing (the checkpoint was not completely written)"
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except ValueError as exc:
+        return f"{manifest_path}: unreadable ({exc})"
+    for name, want in manifest.items():
+        f = path / name
+        if not f.is_file():
+            return f"{f}: missing"
+        size = f.stat().st_size
+        if size != want["size"]:
+            return f"{f}: torn ({size} bytes, {want['size']} written)"
+        if _sha256(f) != want["sha256"]:
+            return f"{f}: corrupt (sha256 differs from the manifest)"
+    return None
+
+
 def load(path: Path, *, policy: Any, optimizer: torch.optim.Optimizer, scheduler: Any) -> dict[str, Any]:
+    """Restore a checkpoint in place; raises CheckpointError (nothing loaded) when it is not whole."""
+    problem = verify(path)
+    if problem is not None:
+        raise CheckpointError(problem)
     policy.load_adapter(path / "adapter")
     state = torch.load(path / "trainer_state.pt", weights_only=False)
     optimizer.load_state_dict(state.pop("optimizer"))

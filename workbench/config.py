@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import reprlib
 import types
 import typing
 from collections.abc import Mapping
@@ -34,6 +35,7 @@ EnvKind = Literal["single_turn", "multi_turn"]
 RolloutKind = Literal["hf", "vllm", "vllm_server"]
 VllmSync = Literal["weights", "lora"]
 DType = Literal["float32", "bfloat16"]
+MultiTurnWeighting = Literal["episode", "turn"]
 
 
 class ConfigError(ValueError):
@@ -86,6 +88,13 @@ class Config:
     loss_type: LossType | None = None  # the algorithm's
     importance_sampling_level: ISLevel | None = None  # the algorithm's (token; gspo sequence)
     dynamic_sampling: bool | None = None  # drop zero-variance groups; the algorithm's (dapo True)
+    dynamic_sampling_max_refills: int = 2  # dynamic sampling: rounds of new prompts to refill dropped groups
+    # DAPO's overlong handling, off by default (TRL's defaults; not in the dapo preset, whose values stored
+    # runs resolve to). The DAPO paper's recipe turns both on: mask_truncated_completions: true, and a buffer
+    # of about a fifth of max_completion_length (4096 of 20480 there).
+    mask_truncated_completions: bool = False  # truncated episodes get no loss (TRL's name; overlong filtering)
+    overlong_buffer: int = 0  # soft overlong penalty: 0 to -1 over the last N tokens before max_completion_length
+    multi_turn_weighting: MultiTurnWeighting = "episode"  # an episode's turns weigh as one sequence | each turn as one
     num_iterations: int = 1  # updates per batch of rollouts (mu)
     max_completion_length: int = 64
     temperature: float = 1.0
@@ -104,6 +113,9 @@ class Config:
     eval_samples: int = 0  # sampled eval: completions per task at `temperature` (0: greedy only)
     checkpoint_interval: int | None = None  # None: = eval_interval
     verifier_timeout_s: float = 5.0
+    # Error budget: when more than this share of a step's rewards fail (the verifier raised, timed out,
+    # crashed or returned NaN), the step's update is skipped and the worker pauses with the reason.
+    max_verifier_error_frac: float = 0.5
     rollout: RolloutKind = "hf"
     vllm_url: str | None = None  # vllm_server: the OpenAI-compatible server's base URL
     vllm_sync: VllmSync = "weights"  # vllm: how an update reaches the engine: weights (merged, in place) | lora
@@ -126,6 +138,11 @@ class Config:
                     "eval_interval", "sft_batch_size", "max_turns"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"{key}: must be >= 1, got {getattr(self, key)}")
+        for key in ("dynamic_sampling_max_refills", "overlong_buffer"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"{key}: must be >= 0, got {getattr(self, key)}")
+        if not 0.0 <= self.max_verifier_error_frac <= 1.0:
+            raise ConfigError(f"max_verifier_error_frac: must be between 0 and 1, got {self.max_verifier_error_frac}")
         if self.num_generations_per_prompt < 2:
             raise ConfigError("num_generations_per_prompt: GRPO needs at least 2 samples a group")
         if self.rollout == "vllm_server" and not self.vllm_url:
@@ -243,12 +260,19 @@ def _type_name(hint: Any) -> str:
     return str(hint).replace("typing.", "") if not isinstance(hint, type) else hint.__name__
 
 
+# Values in error messages: short, and finite for an alias-built structure (a "billion laughs" list).
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother = 2, 4, 4, 60, 60
+
+
 def _key_lines(text: str) -> dict[str, int]:
     """Line number (1-based) of every key, by dotted path, so errors can point at the line."""
     lines: dict[str, int] = {}
+    seen: set[int] = set()  # an alias repeats a node (or nests it in itself): walk each once
 
     def walk(node: Any, prefix: str) -> None:
-        if isinstance(node, yaml.MappingNode):
+        if isinstance(node, yaml.MappingNode) and id(node) not in seen:
+            seen.add(id(node))
             for k, v in node.value:
                 path = f"{prefix}{k.value}"
                 lines[path] = k.start_mark.line + 1
@@ -277,8 +301,11 @@ def _build(cls: type, data: dict[str, Any], where: str, prefix: str = "", lines:
             kwargs[key] = _build(hint, value, where, f"{full}.", lines)
             continue
         if not _type_ok(value, hint):
-            raise ConfigError(f"{at}: {full} must be {_type_name(hint)}, got {value!r} ({type(value).__name__})")
-        kwargs[key] = float(value) if hint is float else value
+            raise ConfigError(f"{at}: {full} must be {_type_name(hint)}, got {_REPR.repr(value)} ({type(value).__name__})")
+        try:
+            kwargs[key] = float(value) if hint is float else value
+        except OverflowError:
+            raise ConfigError(f"{at}: {full} is too large for a float, got {_REPR.repr(value)}") from None
     try:
         return cls(**kwargs)
     except ConfigError as exc:
@@ -286,19 +313,45 @@ def _build(cls: type, data: dict[str, Any], where: str, prefix: str = "", lines:
 
 
 def config_from_dict(data: dict[str, Any], where: str = "<config>", lines: dict[str, int] | None = None) -> Config:
+    if data is not None and not isinstance(data, dict):
+        raise ConfigError(f"{where}: the top level must be a mapping of keys, got {type(data).__name__}")
     return _build(Config, data or {}, where, "", lines)
+
+
+class _Loader(yaml.SafeLoader):
+    """safe_load's loader, except that a scalar its constructors cannot build (`!!int x`, `2001-02-30`, an
+    integer past Python's digit limit) is a YAML error at that node's line, not a bare ValueError/KeyError."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+            problem = f"cannot read {str(node.value)[:40]!r} as {node.tag.rsplit(':', 1)[-1]}"
+            if isinstance(exc, (ValueError, OverflowError)):  # the others' text is PyYAML's internals
+                problem += f": {str(exc).split(';')[0]}"
+            raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark) from None
 
 
 def load_config(path: str | Path) -> Config:
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        text = path.read_text(encoding="utf-8")
+        data = yaml.load(text, Loader=_Loader)  # a SafeLoader
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except yaml.reader.ReaderError as exc:  # a control character: PyYAML gives an offset, not a line
+        line = text.count("\n", 0, exc.position) + 1
+        raise ConfigError(f"{path}:{line}: not valid YAML (character #x{exc.character:02x}: {exc.reason})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"{path}{line}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid YAML (nested too deeply)") from None
     if data is not None and not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of keys, got {type(data).__name__}")
-    return config_from_dict(data or {}, str(path), _key_lines(path.read_text()))
+    return config_from_dict(data or {}, str(path), _key_lines(text))

@@ -106,13 +106,16 @@ def evaluate(
     max_new_tokens: int,
     samples: int = 0,
     temperature: float = 1.0,
+    top_p: float = 1.0,
     stop_token_ids: list[int] | None = None,
     seed: int = 0,
     batch_tasks: int = 16,
 ) -> EvalResult:
-    """Greedy (samples == 0: one reply per task at temperature 0) or sampled (`samples` replies per task)."""
+    """Greedy (samples == 0: one reply per task at temperature 0) or sampled (`samples` replies per task, at
+    `temperature` and `top_p`, as training samples)."""
     n = max(1, samples)
-    sampling = Sampling(max_new_tokens=max_new_tokens, temperature=temperature if samples else 0.0)
+    sampling = Sampling(max_new_tokens=max_new_tokens, temperature=temperature if samples else 0.0,
+                        top_p=top_p if samples else 1.0)
     rollouts: list[Rollout] = []
     for i in range(0, len(tasks), batch_tasks):
         groups = run_rollouts(

@@ -18,6 +18,7 @@ from workbench.config import ISLevel, LossType, ScaleRewards
 
 __all__ = [
     "group_advantages",
+    "overlong_penalty",
     "policy_loss",
 ]
 
@@ -94,6 +95,20 @@ def group_advantages(
     return adv.reshape(rewards.shape)
 
 
+def overlong_penalty(length: int, max_completion_length: int, buffer: int) -> float:
+    """DAPO's soft overlong punishment (TRL's `get_soft_overlong_punishment`), added to the reward: 0 up to
+    `max_completion_length - buffer` tokens, then linear down to -1 at `max_completion_length`, -1 past it.
+    `buffer` 0 turns it off."""
+    if buffer <= 0:
+        return 0.0
+    start = max_completion_length - buffer
+    if length <= start:
+        return 0.0
+    if length <= max_completion_length:
+        return (start - length) / buffer
+    return -1.0
+
+
 # --------------------------------------------------------------------------------------------------
 # Loss
 # --------------------------------------------------------------------------------------------------
@@ -114,6 +129,7 @@ def policy_loss(
     max_completion_length: int | None = None,
     delta: float | None = None,
     sampling_is_weights: Tensor | None = None,
+    sequence_weights: Tensor | None = None,
     entropies: Tensor | None = None,
     num_items_in_batch: float | Tensor | None = None,
     num_processes: int = 1,
@@ -123,7 +139,9 @@ def policy_loss(
 
     Shapes: logps, old_logps, ref_logps, completion_mask [N, T] (N completions, T padded completion
     length); advantages [N]; sampling_is_weights [N, T] or [N, 1] (rollout-engine importance-sampling
-    correction, multiplied in before the KL term as TRL does); entropies [N, T] (metric only).
+    correction, multiplied in before the KL term as TRL does); sequence_weights [N] (each completion's whole
+    loss, KL included, is multiplied by it before aggregation; the trainer's multi-turn episode weighting;
+    None: all 1); entropies [N, T] (metric only).
 
     Per token: ratio r = exp(logps - old_logps) ("token") or, for GSPO ("sequence"), the exp of the
     length-normalised sum of log-ratios over the completion, one value per sequence.
@@ -193,6 +211,8 @@ def policy_loss(
         d = ref_logps - logps
         per_token_kl = torch.exp(d) - d - 1
         per_token_loss = per_token_loss + beta * per_token_kl
+    if sequence_weights is not None:
+        per_token_loss = per_token_loss * sequence_weights.to(logps.dtype).unsqueeze(1)
 
     masked_sum = (per_token_loss * mask).sum()
     if loss_type == "grpo":

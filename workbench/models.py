@@ -165,7 +165,6 @@ class Policy:
         self.adapter = adapter
         self._ref_copy: torch.nn.Module | None = None  # full: the reference model
         self._ref_adapter: dict[str, torch.Tensor] | None = None  # lora: the reference adapter's tensors
-        self._ref_pinned = False  # set_reference_to_current was called: loading weights keeps the reference
         self._version_at_load = _version_sum(model)
 
     @property
@@ -186,8 +185,9 @@ class Policy:
     def prepare_reference(self) -> None:
         """For "full" only: snapshot the current weights as the frozen reference (+1x model memory).
 
-        Call before the first optimizer step when beta > 0; `reference()` does it lazily otherwise, and
-        refuses if the weights already changed (the reference would silently be wrong).
+        Call before the first optimizer step when beta > 0 (and before loading a checkpoint: a reference,
+        once taken, survives `load_adapter`); `reference()` does it lazily otherwise, and refuses if the
+        weights already changed (the reference would silently be wrong).
         """
         if self.adapter != "full" or self._ref_copy is not None:
             return
@@ -215,7 +215,6 @@ class Policy:
             for p in ref.parameters():
                 p.requires_grad_(False)
             self._ref_copy = ref
-        self._ref_pinned = True
 
     def _adapter_params(self) -> list[tuple[str, torch.nn.Parameter]]:
         return [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
@@ -288,9 +287,9 @@ class Policy:
 
             loaded = AutoModelForCausalLM.from_pretrained(path, dtype=next(self.model.parameters()).dtype)
             self.model.load_state_dict(loaded.state_dict())
+            # A reference already taken (the initial or the pinned SFT policy) stays: a resume loads the
+            # latest weights into the policy, never into the reference.
             self._version_at_load = _version_sum(self.model)
-            if not self._ref_pinned:
-                self._ref_copy = None
 
 
 def load_policy(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +27,12 @@ MAX_REPORTED = 20
 
 
 class TaskFileError(ValueError):
-    """Every problem found in a task file; `errors` holds (path, line, field, reason) tuples."""
+    """Every problem found in a task file; `errors` holds (path, line, field, reason) tuples (line 0: the
+    whole file)."""
 
     def __init__(self, errors: list[tuple[str, int, str, str]]):
         self.errors = errors
-        lines = [f"{p}:{n}: {f}: {r}" for p, n, f, r in errors[:MAX_REPORTED]]
+        lines = [f"{p}:{n}: {f}: {r}" if n else f"{p}: {f}: {r}" for p, n, f, r in errors[:MAX_REPORTED]]
         more = len(errors) - MAX_REPORTED
         if more > 0:
             lines.append(f"... and {more} more")
@@ -58,7 +60,8 @@ def _check_line(obj: Any, field_err: list[tuple[str, str]]) -> None:
         if key not in TASK_FIELDS:
             near = difflib.get_close_matches(key, sorted(TASK_FIELDS), n=1)
             hint = f" (did you mean '{near[0]}'?)" if near else ""
-            field_err.append((key, f"unknown field{hint}"))
+            # a key that is empty, "-" (no field), or has spaces, colons, newlines... is quoted
+            field_err.append((key if re.fullmatch(r"\w[\w.\-]*", key) else json.dumps(key), f"unknown field{hint}"))
     for key in REQUIRED_FIELDS:
         if key not in obj:
             field_err.append((key, "missing field"))
@@ -88,7 +91,20 @@ def _check_line(obj: Any, field_err: list[tuple[str, str]]) -> None:
                 params = specs[-1].get("parameters")
                 if params is not None and not isinstance(params, dict):
                     field_err.append((f"tools[{i}].parameters", "must be a JSON-schema object"))
+                elif params is not None:
+                    _check_parameters(params, f"tools[{i}].parameters", field_err)
+                if not isinstance(specs[-1].get("description", ""), str):
+                    field_err.append((f"tools[{i}].description", "must be a string"))
     _check_expected_call(obj, specs, tools is not None, field_err)
+
+
+def _check_parameters(params: dict[str, Any], where: str, field_err: list[tuple[str, str]]) -> None:
+    """The parts of a tool's JSON schema that the loader and the harness read must have their JSON-schema types."""
+    if not isinstance(params.get("properties", {}), dict):
+        field_err.append((f"{where}.properties", "must be an object"))
+    required = params.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        field_err.append((f"{where}.required", "must be a list of strings"))
 
 
 def _check_expected_call(
@@ -111,8 +127,9 @@ def _check_expected_call(
     for name in args:
         if name not in params["properties"]:
             field_err.append(("expected_args", f"'{name}' is not a parameter of {tool}"))
-    for name in params.get("required", []):
-        if name not in args:
+    required = params.get("required", [])
+    for name in required if isinstance(required, list) else []:
+        if isinstance(name, str) and name not in args:
             field_err.append(("expected_args", f"missing required parameter '{name}' of {tool}"))
 
 
@@ -134,6 +151,12 @@ def load_tasks(path: str | Path, split: str | None = None) -> list[Task]:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
             errors.append((str(path), lineno, "-", f"bad JSON: {e.msg} (column {e.colno})"))
+            continue
+        except ValueError:  # an integer longer than sys.get_int_max_str_digits()
+            errors.append((str(path), lineno, "-", "bad JSON: number too long"))
+            continue
+        except RecursionError:
+            errors.append((str(path), lineno, "-", "bad JSON: nested too deeply"))
             continue
         problems: list[tuple[str, str]] = []
         _check_line(obj, problems)
@@ -210,10 +233,12 @@ def load_task_source(source: str | Path, split: str) -> list[Task]:
             raise FileNotFoundError(f"task source {key!r} is neither a built-in ({', '.join(BUILTIN_SOURCES)}) "
                                     f"nor a file{hint}")
         every = load_tasks(path)
+        if not every:
+            raise TaskFileError([(str(path), 0, "-", "no tasks (the file has only blank lines)")])
         splits = {t.split for t in every}
         tasks = [t for t in every if t.split == split] if split in splits or len(splits) > 1 else every
-        if not tasks and len(splits) > 1:
-            raise ValueError(f"{path}: no tasks with split {split!r} (the file has {sorted(splits)})")
+        if not tasks:
+            raise TaskFileError([(str(path), 0, "split", f"no tasks with split {split!r} (the file has {sorted(splits)})")])
     if not tasks:
         raise ValueError(f"task source {key!r} has no {split!r} tasks")
     return tasks

@@ -11,6 +11,7 @@ next step exactly (the model and optimizer come back from the checkpoint).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import json
@@ -50,6 +51,11 @@ class Hooks:
         """Called after each rollout group, before the update and after the step; may block (pause)."""
 
     def should_stop(self, trainer: Trainer) -> bool:
+        return False
+
+    def pause(self, trainer: Trainer, reason: str) -> bool:
+        """Pause at the next safe point with this reason (the error budget asks, after a step); False when
+        the driver cannot pause (this default): the trainer then ends the run loop after the step."""
         return False
 
 
@@ -97,7 +103,9 @@ def task_row(task: Task) -> dict[str, Any]:
     }
 
 
-Item = tuple[list[int], list[int], float, list[float]]  # prompt ids, completion ids, advantage, sampling logps
+# prompt ids, completion ids, advantage, sampling logps, and the row's weight: 0 for a row without loss
+# (overlong filtering), else 1, or its share of the episode's tokens (multi-turn, episode weighting, grpo)
+Item = tuple[list[int], list[int], float, list[float], float]
 
 
 def _chunks(items: list[Item], size: int) -> list[list[Item]]:
@@ -147,6 +155,10 @@ class Trainer:
             cfg.model, adapter=cfg.adapter, lora_r=cfg.lora.r, lora_alpha=cfg.lora.alpha,
             lora_dropout=cfg.lora.dropout, target_modules=cfg.lora.target_modules, dtype=cfg.dtype, seed=cfg.seed,
         )
+        if cfg.adapter == "full" and cfg.beta > 0 and not self._kl_to_sft:
+            # KL to the initial weights: copy them now, before an SFT warm-up, a step or a resume's checkpoint
+            # changes them (a reference taken lazily later would be whatever the policy is then).
+            self.policy.prepare_reference()
         # The run's creation time in the folder name: run 1 of another database never shares it.
         created = int(store.runs.get_run(db, run_id)["created"])
         self.run_dir = Path(cfg.output_dir).resolve() / f"run-{run_id}-{created}"
@@ -158,8 +170,11 @@ class Trainer:
         )
         self.lr = cfg.learning_rate  # live values: the worker may change them between steps
         self.temperature = cfg.temperature
+        self._step_temperature: float | None = None  # the running step's, read by its update (train_step sets them)
+        self._step_lr: float | None = None
         self.step = 0  # GRPO steps completed
         self.sft_done = cfg.sft_steps == 0
+        self.halted: str | None = None  # past the verifier error budget, with no driver that can pause
 
     # ----- verifier -------------------------------------------------------------------------------------
     def _load_verifier(self) -> tuple[Verifier, int]:
@@ -189,7 +204,7 @@ class Trainer:
             self.run_sft_phase()
             if not self.sft_done:
                 return
-        while self.step < self.cfg.max_steps and not self.hooks.should_stop(self):
+        while self.step < self.cfg.max_steps and not self.hooks.should_stop(self) and self.halted is None:
             if self.train_step() is None:  # stopped mid-step: its rows are superseded on resume
                 return
             last = self.step == self.cfg.max_steps
@@ -235,45 +250,138 @@ class Trainer:
         return rng.sample(self.train_tasks, k)
 
     def score(self, rollout: Rollout) -> Score:
-        return self.verifier.score(rollout.output, rollout.task, timeout_s=self.cfg.verifier_timeout_s)
+        return self.score_many([rollout])[0]
+
+    def score_many(self, rollouts: list[Rollout]) -> list[Score]:
+        """A group at once: a user verifier runs in a worker process (workbench.verifiers.isolated), one
+        round trip per group; a row that hangs or crashes there costs that row only."""
+        return self.verifier.score_many([(r.output, r.task) for r in rollouts], timeout_s=self.cfg.verifier_timeout_s)
 
     def train_step(self) -> dict[str, Any] | None:
         """One GRPO step; None when a stop was requested part-way (nothing updated, rows to supersede)."""
         step = self.step + 1
         t0 = time.perf_counter()
+        # What shapes the step is read once, here: the update uses the temperature the step sampled with and
+        # the learning rate it started with, whatever a driver changes at a safe point meanwhile.
         sampling = Sampling(self.cfg.max_completion_length, self.temperature, self.cfg.top_p)
+        lr = self._step_lr = self.lr
+        self._step_temperature = sampling.temperature
         groups: list[list[Scored]] = []
-        for g, task in enumerate(self._step_tasks(step)):
-            (rollouts,) = run_rollouts(
-                self.engine, self.policy.tokenizer, self.env, [task], self.cfg.num_generations_per_prompt, sampling,
-                stop_token_ids=self.policy.eos_token_ids, seed=self.cfg.seed * 7_919 + step * 131 + g,
-            )
-            groups.append([Scored(r, self.score(r)) for r in rollouts])
-            self.hooks.safe_point(self, "after_group")
-            if self.hooks.should_stop(self):
+        tasks = self._step_tasks(step)
+        if not self._roll_out(step, tasks, sampling, groups):
+            return None
+        refill: dict[str, float] = {}
+        if self.cfg.dynamic_sampling:
+            first = len(groups)
+            if not self._refill(step, tasks, sampling, groups):
                 return None
+            refill = {"dynamic_sampling/extra_groups": float(len(groups) - first),
+                      "dynamic_sampling/extra_generations": float(sum(len(grp) for grp in groups[first:]))}
         rollout_s = time.perf_counter() - t0
         advantages, group_metrics, keep = self._advantages(groups)
+        n_rows = sum(len(grp) for grp in groups)
+        errors = int(group_metrics["verifier_errors"])
+        over_budget = errors > self.cfg.max_verifier_error_frac * n_rows  # see _report_step
         self._store_step(step, groups, advantages)
         self.hooks.safe_point(self, "before_update")
         if self.hooks.should_stop(self):
             return None
         t1 = time.perf_counter()
-        update_metrics = self._update(groups, advantages, keep)
+        if over_budget:  # a verifier this broken scores a biased few rows at best: no update from them
+            update_metrics: dict[str, float] = {"loss": 0.0, "update_skipped": 1.0}
+        else:
+            update_metrics = self._update(groups, advantages, keep)
         update_s = time.perf_counter() - t1
         self.step = step
         tokens = sum(s.rollout.completion_tokens for grp in groups for s in grp)
         metrics = {
-            **group_metrics, **update_metrics, **self._completion_metrics(groups),
-            "learning_rate": self._lr_at(step), "temperature": self.temperature,
+            **group_metrics, **update_metrics, **self._completion_metrics(groups), **refill,
+            "learning_rate": self._lr_at(step, lr), "temperature": sampling.temperature,
             "step_time_s": time.perf_counter() - t0, "rollout_time_s": rollout_s, "update_time_s": update_s,
             "tokens_per_s": tokens / rollout_s if rollout_s > 0 else 0.0, "verifier_id": self.verifier_id,
+            "verifier_error_frac": errors / n_rows if n_rows else 0.0,
         }
         store.metrics.append_step(self.db, self.run_id, step, metrics)
-        self.log(f"step {step}: reward {metrics['reward']:.3f} loss {metrics.get('loss', 0):.4f} "
-                 f"({metrics['step_time_s']:.1f} s)")
+        self.log(self._report_step(step, groups, metrics, over_budget))
         self.hooks.safe_point(self, "after_step")
         return metrics
+
+    def _report_step(self, step: int, groups: list[list[Scored]], metrics: dict[str, Any], over_budget: bool) -> str:
+        """The step's log line; past the error budget (more than `max_verifier_error_frac` of the step's rows
+        failed: its update was skipped) it also asks the driver to pause with the reason (the worker does),
+        and without one that can, ends the run loop after this step (`self.halted`). Verifier errors are
+        counted, with the commonest error, never shown as "reward nan"."""
+        failed = [s.score.error for grp in groups for s in grp if s.score.error is not None]
+        n = sum(len(grp) for grp in groups)
+        counts = collections.Counter(failed).most_common()
+        what = ""
+        if counts:
+            top = counts[0][0] if len(counts[0][0]) <= 100 else counts[0][0][:99] + "…"
+            more = len(counts) - 1
+            what = f" ({top}" + (f", and {more} other kind{'s' if more > 1 else ''}" if more else "") + ")"
+        tail = f"loss {metrics.get('loss', 0):.4f} ({metrics['step_time_s']:.1f} s)"
+        if over_budget:
+            limit = f"more than {self.cfg.max_verifier_error_frac:.0%} of the step's rewards failed"
+            reason = f"step {step}: {len(failed)}/{n} verifier errors{what}; {limit}, its update was skipped"
+            if self.hooks.pause(self, reason):
+                return (f"step {step}: {len(failed)}/{n} verifier errors{what} — paused: {limit}; fix the verifier "
+                        "(v in the UI) and resume")
+            self.halted = reason
+            return f"step {step}: {len(failed)}/{n} verifier errors{what} — stopped: {limit}; fix the verifier"
+        if len(failed) == n:  # a budget of 1.0 lets a step without a single reward through
+            return f"step {step}: {n}/{n} verifier errors{what}, no reward, update skipped ({tail})"
+        errs = f" ({len(failed)}/{n} verifier errors)" if failed else ""  # which ones: the rows say (UI)
+        return f"step {step}: reward {metrics['reward']:.3f}{errs} {tail}"
+
+    def _roll_out(self, step: int, tasks: list[Task], sampling: Sampling, groups: list[list[Scored]]) -> bool:
+        """One scored rollout group per task, appended to `groups`, with a safe point after each; False when a
+        stop was requested. A group's generation seed derives from (seed, step, its index in the step)."""
+        for task in tasks:
+            g = len(groups)
+            (rollouts,) = run_rollouts(
+                self.engine, self.policy.tokenizer, self.env, [task], self.cfg.num_generations_per_prompt, sampling,
+                stop_token_ids=self.policy.eos_token_ids, seed=self.cfg.seed * 7_919 + step * 131 + g,
+            )
+            scores = self.score_many(rollouts)
+            groups.append([Scored(r, self._train_score(r, s)) for r, s in zip(rollouts, scores, strict=True)])
+            self.hooks.safe_point(self, "after_group")
+            if self.hooks.should_stop(self):
+                return False
+        return True
+
+    def _train_score(self, rollout: Rollout, score: Score | None = None) -> Score:
+        """The verifier's score plus, with `overlong_buffer`, DAPO's soft overlong penalty (its own part) on the
+        longest assistant turn (each turn is generated up to max_completion_length)."""
+        score = self.score(rollout) if score is None else score
+        if self.cfg.overlong_buffer <= 0 or score.error is not None:
+            return score
+        longest = max((len(seg.completion.token_ids) for seg in rollout.segments), default=0)
+        penalty = grpo.overlong_penalty(longest, self.cfg.max_completion_length, self.cfg.overlong_buffer)
+        return dataclasses.replace(score, total=score.total + penalty, parts={**score.parts, "overlong": penalty})
+
+    @staticmethod
+    def _informative(grp: list[Scored]) -> bool:
+        """A group the update learns from under dynamic sampling (as `_advantages` decides `keep`)."""
+        valid = [s.score.total for s in grp if s.score.error is None]
+        return len(valid) >= 2 and float(torch.tensor(valid).std()) >= 1e-8
+
+    def _refill(self, step: int, tasks: list[Task], sampling: Sampling, groups: list[list[Scored]]) -> bool:
+        """DAPO dynamic sampling: zero-variance groups are dropped from the update, so roll out prompts the step
+        has not used until it has its prompt count of informative groups, for at most
+        `dynamic_sampling_max_refills` rounds (each round samples only the missing count). Deterministic in
+        (seed, step, round), so a resume redoes the same refills. False when a stop was requested."""
+        used = {id(t) for t in tasks}
+        for rnd in range(1, self.cfg.dynamic_sampling_max_refills + 1):
+            missing = len(tasks) - sum(self._informative(grp) for grp in groups)
+            pool = [t for t in self.train_tasks if id(t) not in used]
+            if missing <= 0 or not pool:
+                break
+            rng = random.Random((self.cfg.seed * 1_000_003 + step) * 1_009 + rnd)
+            more = rng.sample(pool, min(missing, len(pool)))
+            used.update(id(t) for t in more)
+            if not self._roll_out(step, more, sampling, groups):
+                return False
+        return True
 
     def _advantages(self, groups: list[list[Scored]]) -> tuple[list[list[float | None]], dict[str, float], list[bool]]:
         """Advantages per group over its members the verifier scored (errors get none and no gradient)."""
@@ -349,40 +457,64 @@ class Trainer:
             "truncated": int(r.truncated), "latency": r.latency_s, "error": s.score.error, **fields,
         }
 
-    def _lr_at(self, step: int) -> float:
+    def _lr_at(self, step: int, lr: float | None = None) -> float:
+        """The learning rate at `step`: `lr` (default the live one) through the warm-up."""
         warm = self.cfg.warmup_steps
-        return self.lr * (min(1.0, step / warm) if warm > 0 else 1.0)
+        return (self.lr if lr is None else lr) * (min(1.0, step / warm) if warm > 0 else 1.0)
 
     def _update(self, groups: list[list[Scored]], advantages: list[list[float | None]], keep: list[bool],
-                micro_batch: int = 16, skip_zero_advantage: bool = True) -> dict[str, float]:
+                micro_batch: int = 16, skip_zero_advantage: bool = True, *, temperature: float | None = None,
+                lr: float | None = None) -> dict[str, float]:
         """num_iterations optimizer steps on the kept groups' segments, micro-batched, exactly normalised.
 
+        `temperature` and `lr` default to the step's (what it sampled and started with), else the live ones.
         Without a KL term a segment whose advantage is 0 (every member of a zero-variance group) has loss 0
         and gradient 0 under every loss type, so it gets no forward or backward pass; the normalisers still
         count it, so the gradient is the whole batch's. Late in a run most groups are such (all 1.0).
-        The per-token metrics (entropy, clip ratios) are then over the segments that carry gradient."""
+        The per-token metrics (entropy, clip ratios) are then over the segments that carry gradient.
+
+        Each assistant turn is a row. With `multi_turn_weighting: episode` an episode's turns weigh as one
+        sequence, as TRL's single masked sequence would: grpo weights each turn's token mean by its share of
+        the episode's tokens, and grpo and dr_grpo count episodes, not turns (token-level dapo and bnpo are
+        the same either way); `turn` weighs each turn as a sequence. Single-turn runs are identical. With
+        `mask_truncated_completions` a truncated episode has no loss and no pass: it still counts as a
+        sequence (as in TRL) but its tokens are out of the token normalisers. A non-finite gradient norm
+        skips that optimizer step (the gradients are dropped) and is counted in `skipped_nonfinite_grad`."""
+        loss_type = self.cfg.loss_type
+        by_episode = self.cfg.multi_turn_weighting == "episode"
         items: list[Item] = []
+        n_seqs = 0  # what grpo and dr_grpo average over: episodes, or turns
         for grp, adv, k in zip(groups, advantages, keep, strict=True):
             if not k:
                 continue
             for s, a in zip(grp, adv, strict=True):
                 if a is None:
                     continue
-                for seg in s.rollout.segments:
-                    items.append((seg.prompt_ids, seg.completion.token_ids, a, seg.completion.logprobs))
-        items = [it for it in items if it[1]]  # an empty completion has no token to train
-        if not items:
+                segs = [seg for seg in s.rollout.segments if seg.completion.token_ids]  # an empty one has no token
+                if not segs:
+                    continue
+                n_seqs += 1 if by_episode else len(segs)
+                masked = self.cfg.mask_truncated_completions and s.rollout.truncated
+                ep_tokens = sum(len(seg.completion.token_ids) for seg in segs)
+                for seg in segs:
+                    ids = seg.completion.token_ids
+                    w = 0.0 if masked else (len(ids) / ep_tokens if by_episode and loss_type == "grpo" else 1.0)
+                    items.append((seg.prompt_ids, ids, a, seg.completion.logprobs, w))
+        live = [it for it in items if it[4] > 0]  # rows with a loss (overlong filtering drops the others)
+        if not live:
             return {"loss": 0.0, "update_skipped": 1.0}
-        loss_type = self.cfg.loss_type
         level = self.cfg.importance_sampling_level
         eps_low, eps_high = self.cfg.epsilon, self.cfg.epsilon_high
         model = self.policy.model
         pad = self.policy.tokenizer.pad_token_id or 0
-        temp = self.temperature if self.temperature > 0 else 1.0
-        total_tokens = sum(len(it[1]) for it in items)  # normalisers: over every segment, skipped or not
-        n_items = len(items)
-        work = [it for it in items if it[2] != 0.0] if skip_zero_advantage and self.cfg.beta == 0 else items
-        work = work or items  # all zero: run them anyway, so the optimizer step is the same as ever
+        if temperature is None:
+            temperature = self.temperature if self._step_temperature is None else self._step_temperature
+        if lr is None:
+            lr = self.lr if self._step_lr is None else self._step_lr
+        temp = temperature if temperature > 0 else 1.0
+        total_tokens = sum(len(it[1]) for it in live)  # normalisers: over every segment with a loss, skipped or not
+        work = [it for it in live if it[2] != 0.0] if skip_zero_advantage and self.cfg.beta == 0 else live
+        work = work or live  # all zero: run them anyway, so the optimizer step is the same as ever
         work_tokens = sum(len(it[1]) for it in work)
         chunks = _chunks(work, micro_batch)
 
@@ -401,15 +533,17 @@ class Trainer:
                     with self.policy.reference() as ref_model:
                         ref[j] = logprobs(ref_model, ch)[0]
         for group in self.optimizer.param_groups:
-            group["lr"] = self._lr_at(self.step + 1)
+            group["lr"] = self._lr_at(self.step + 1, lr)
         model.train()
         sums: dict[str, float] = {}
         grad_norm = 0.0
+        skipped = 0
         for _ in range(self.cfg.num_iterations):
             self.optimizer.zero_grad(set_to_none=True)
             for j, ch in enumerate(chunks):
                 logps, mask, ent = logprobs(model, ch, entropy=True)
                 adv = torch.tensor([it[2] for it in ch], dtype=logps.dtype)
+                seq_w = None if all(it[4] == 1.0 for it in ch) else torch.tensor([it[4] for it in ch], dtype=logps.dtype)
                 old_j = old[j] if old[j] is not None else logps.detach()
                 is_w = None
                 if self.is_correction:
@@ -422,23 +556,30 @@ class Trainer:
                     epsilon_low=eps_low, epsilon_high=eps_high, beta=self.cfg.beta, ref_logps=ref[j],
                     max_completion_length=self.cfg.max_completion_length, entropies=ent.detach(),
                     num_items_in_batch=total_tokens if loss_type == "dapo" else None, sampling_is_weights=is_w,
+                    sequence_weights=seq_w,
                 )
                 chunk_tokens = float(mask.sum())
                 # Chunks sum to the whole batch's loss: each normaliser is linear in its chunk.
-                weight = {"dapo": 1.0, "bnpo": chunk_tokens / total_tokens}.get(loss_type, len(ch) / n_items)
+                weight = {"dapo": 1.0, "bnpo": chunk_tokens / total_tokens}.get(loss_type, len(ch) / n_seqs)
                 (loss * weight).backward()
                 tok_w = chunk_tokens / work_tokens
                 sums["loss"] = sums.get("loss", 0.0) + float(loss.detach()) * weight
                 for k, v in m.items():
                     sums[k] = sums.get(k, 0.0) + v * tok_w
             grad_norm = float(torch.nn.utils.clip_grad_norm_(self.policy.trainable_parameters(), self.cfg.max_grad_norm))
-            self.optimizer.step()
+            if math.isfinite(grad_norm):
+                self.optimizer.step()
+            else:  # NaN/inf would reach every weight (and Adam's moments): drop this step's gradients instead
+                self.optimizer.zero_grad(set_to_none=True)
+                skipped += 1
+                self.log(f"step {self.step + 1}: non-finite gradient norm ({grad_norm}); optimizer step skipped")
         model.eval()
         self.engine.update_weights(self.policy)
         out = {k: v / self.cfg.num_iterations for k, v in sums.items()}
         out["grad_norm"] = grad_norm if math.isfinite(grad_norm) else -1.0
         out["num_tokens"] = float(total_tokens)
         out["update_tokens"] = float(work_tokens)
+        out["skipped_nonfinite_grad"] = float(skipped)
         return out
 
     # ----- eval and checkpoints ------------------------------------------------------------------------
@@ -467,7 +608,7 @@ class Trainer:
     def _evaluate(self, samples: int) -> EvalResult:
         return evaluate(
             self.engine, self.policy.tokenizer, self.env, self.eval_tasks, max_new_tokens=self.cfg.max_completion_length,
-            samples=samples, temperature=self.temperature, stop_token_ids=self.policy.eos_token_ids,
+            samples=samples, temperature=self.temperature, top_p=self.cfg.top_p, stop_token_ids=self.policy.eos_token_ids,
             seed=self.cfg.seed + 17,
         )
 
@@ -494,14 +635,28 @@ class Trainer:
                   state={"step": self.step, "lr": self.lr, "temperature": self.temperature, "sft_done": self.sft_done})
         return store.metrics.record_checkpoint(self.db, self.run_id, step=self.step, kind=kind, path=str(path))
 
+    def _usable_checkpoints(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        """(the newest whole checkpoint, the whole SFT ones). A torn or missing one is skipped, named in the
+        log and the run's events, for the one before it (a kill or a full disk mid-write can leave one)."""
+        whole = []
+        for c in store.metrics.list_checkpoints(self.db, self.run_id):
+            problem = ckpt.verify(Path(c["path"]))
+            if problem is None:
+                whole.append(c)
+                continue
+            msg = f"checkpoint #{c['id']} (step {c['step']}, {c['kind']}) is not usable: {problem}; skipped"
+            self.log(msg)
+            store.runs.add_event(self.db, self.run_id, "checkpoint", msg, {"checkpoint_id": c["id"], "problem": problem})
+        last = max(whole, key=lambda c: (c["step"], c["id"]), default=None)
+        return last, [c for c in whole if c["kind"] == "sft"]
+
     def resume(self) -> int | None:
         """Continue from the run's latest checkpoint: later steps' rows are marked superseded, not deleted.
         Returns the step resumed from, or None when the run has no checkpoint (it starts over)."""
-        last = store.metrics.latest_checkpoint(self.db, self.run_id)
+        last, sft = self._usable_checkpoints()
         if last is None:
             store.trajectories.mark_superseded(self.db, self.run_id, after_step=0)
             return None
-        sft = [c for c in store.metrics.list_checkpoints(self.db, self.run_id) if c["kind"] == "sft"]
         if self._kl_to_sft and sft:  # the KL reference is the SFT policy: pin it again first
             self.policy.load_adapter(Path(sft[-1]["path"]) / "adapter")
             self._pin_sft_reference()

@@ -63,7 +63,7 @@ class ToolCall:
         if isinstance(args, str):
             try:
                 args = json.loads(args)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested deeper than the recursion limit
                 args = {"_raw": args}
         return cls(str(name or ""), args if isinstance(args, dict) else {}, d.get("id"))
 

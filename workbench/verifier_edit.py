@@ -1,8 +1,11 @@
 """Editing a verifier safely: compile, re-score stored trajectories (old vs new), and only then apply.
 
 The dry run replays each stored episode through the run's own environment (the simulated world is
-deterministic), so the new code sees the same `Output` the old one saw. It needs no model and runs in
-the UI process; applying goes through the worker (`set_verifier` command) at a safe point.
+deterministic), so the new code sees the same `Output` the old one saw. It needs no model and is driven
+from the UI process, but the user's code (its module body too) runs in a worker process with the run's
+timeout and a memory limit (workbench.verifiers.isolated): a verifier that hangs, segfaults or allocates
+without end costs rows of the dry run, never the UI. Applying goes through the worker (`set_verifier`
+command) at a safe point.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import store
 from workbench.config import config_from_dict
 from workbench.envs import env_for_config
 from workbench.types import Output, Task
-from workbench.verifiers import VerifierCompileError, VerifierError, load_verifier_code
+from workbench.verifiers import AnyVerifier, VerifierCompileError, VerifierError, load_verifier_code
 
 GOOD_AT = 0.5  # a human "good" agrees with a reward >= this, "bad" with one below
 
@@ -30,16 +33,24 @@ class DryRunResult:
     rows: list[dict[str, Any]] = field(default_factory=list)
 
 
-def compile_error(code: str) -> str | None:
-    """None when the code loads as a verifier, else a message that starts with the line number."""
+def _load(code: str, name: str) -> tuple[AnyVerifier | None, str | None]:
+    """(the verifier, None) or (None, why it does not load: a message that starts with the line number).
+    User code is loaded in a worker process, so a module body that hangs or crashes is an error here."""
     try:
-        load_verifier_code(code, "check")
+        return load_verifier_code(code, name), None
     except VerifierCompileError as exc:
         line = getattr(exc, "lineno", None)
-        return f"line {line}: {exc}" if line else str(exc)
+        return None, (f"line {line}: {exc}" if line and not str(exc).startswith(f"line {line}:") else str(exc))
     except VerifierError as exc:
-        return str(exc)
-    return None
+        return None, str(exc)
+
+
+def compile_error(code: str) -> str | None:
+    """None when the code loads as a verifier, else a message that starts with the line number."""
+    verifier, err = _load(code, "check")
+    if verifier is not None:
+        verifier.close()
+    return err
 
 
 def replay(env: Any, task: Task, messages: list[dict[str, Any]]) -> Output:
@@ -67,24 +78,33 @@ def dry_run(
     db: sqlite_utils.Database, run_id: int, code: str, *, n: int = 100, name: str | None = None, note: str = ""
 ) -> DryRunResult:
     """Compile `code`, score the run's last `n` training trajectories with it, store version + results."""
-    err = compile_error(code)
-    if err is not None:
-        return DryRunResult(None, False, err)
     active = store.verifiers.active_verifier(db, run_id)
     name = name or (active["name"] if active else "custom")
-    verifier = load_verifier_code(code, name)
+    verifier, err = _load(code, name)
+    if verifier is None:
+        return DryRunResult(None, False, err)
+    try:
+        return _dry_run(db, run_id, code, verifier, n=n, name=name, note=note)
+    finally:
+        verifier.close()  # its worker process, if isolated
+
+
+def _dry_run(db: sqlite_utils.Database, run_id: int, code: str, verifier: AnyVerifier, *, n: int, name: str,
+             note: str) -> DryRunResult:
     run = store.runs.get_run(db, run_id)
     cfg = config_from_dict(run["config"], f"run {run_id} config")
     env = env_for_config(cfg)
     rows = store.trajectories.last_trajectories(db, run_id, n)
     verdicts = store.labels.verdicts(db, [r["id"] for r in rows])
     tasks: dict[int, Task] = {}
-    results = []
+    pairs = []
     for r in rows:
         if r["task_id"] not in tasks:
             tasks[r["task_id"]] = Task.from_dict(store.tasks.get_task(db, r["task_id"])["extra"])
         task = tasks[r["task_id"]]
-        score = verifier.score(replay(env, task, r["messages"]), task, timeout_s=cfg.verifier_timeout_s)
+        pairs.append((replay(env, task, r["messages"]), task))
+    results = []
+    for r, score in zip(rows, verifier.score_many(pairs, timeout_s=cfg.verifier_timeout_s), strict=True):
         results.append({
             "trajectory_id": r["id"], "old_reward": r["reward"], "new_reward": None if score.error else score.total,
             "new_parts": score.parts, "explanation": score.explanation, "error": score.error,

@@ -24,7 +24,7 @@ from typing import Any
 import store
 from workbench.config import config_from_dict
 from workbench.trainer import Hooks, Scored, Trainer
-from workbench.view.run_state import STALE_AFTER_S
+from workbench.view.run_state import ERROR_BUDGET_PAUSE, STALE_AFTER_S
 
 POLL_S = 0.25  # paused: how often the command table is read (one indexed query)
 STEP_BOUNDARIES = ("after_step", "sft_step")  # safe points between steps (no step half-scored)
@@ -36,11 +36,14 @@ class LockLost(RuntimeError):
 
 
 class WorkerHooks(Hooks):
-    def __init__(self, db: Any, run_id: int, token: str) -> None:
+    def __init__(self, db: Any, run_id: int, token: str, *, log: Any = None, db_path: str = "workbench.db") -> None:
         self.db, self.run_id, self.token = db, run_id, token
+        self.log, self.db_path = log or (lambda m: None), db_path
         self.paused = False
+        self.pause_reason: str | None = None  # why the worker paused itself (the error budget), for the status
         self.stop_requested = False
         self.pending_verifier: int | None = None
+        self.pending_settings: dict[str, float] = {}  # set_lr / set_temperature, waiting for a step boundary
         self.where = "starting"
         self.lock_lost = threading.Event()
 
@@ -53,7 +56,10 @@ class WorkerHooks(Hooks):
         self.where = where
         self._drain(trainer, where)
         if self.paused:
-            store.runs.set_status(self.db, self.run_id, "paused", f"paused at {where} of step {trainer.step + 1}")
+            reason, self.pause_reason = self.pause_reason, None
+            store.runs.set_status(self.db, self.run_id, "paused", reason or f"paused at {where} of step {trainer.step + 1}")
+            if reason:
+                self.log(self._resume_hint())
             while self.paused and not self.stop_requested:
                 time.sleep(POLL_S)
                 if self.lock_lost.is_set():
@@ -66,6 +72,24 @@ class WorkerHooks(Hooks):
         # One step, one verifier version: a new one starts at a step boundary.
         if self.pending_verifier is not None and where in STEP_BOUNDARIES:
             self._apply_verifier(trainer)
+        if self.pending_settings and where in STEP_BOUNDARIES:  # likewise the step's temperature and lr
+            self._apply_settings(trainer)
+
+    def pause(self, trainer: Trainer, reason: str) -> bool:
+        """The trainer's error budget: pause at the next safe point (after the step) with the reason in the
+        run's status (the UI's status bar and banner) and events (the event log, `workbench report`)."""
+        self.paused = True
+        self.pause_reason = f"{ERROR_BUDGET_PAUSE}: {reason}. Fix the verifier (v in the UI: edit, dry run, apply) and resume (r)"
+        return True
+
+    def _resume_hint(self) -> str:
+        """How to go on from a pause the worker chose itself: what a headless run's log says."""
+        return (f"run {self.run_id} paused (worker pid {os.getpid()}, model loaded). To go on: "
+                f"`workbench tui --db {self.db_path} --run {self.run_id}`, fix the verifier (v: edit, dry run, "
+                "apply) and resume (r): the next step uses it. Or stop this worker (s in the UI, or "
+                f"kill {os.getpid()}: it checkpoints) and later `workbench train --db {self.db_path} --resume "
+                f"{self.run_id}`; a resumed run scores with the run's active verifier version, so apply the fix "
+                "in the UI first.")
 
     def _drain(self, trainer: Trainer, where: str) -> None:
         while (cmd := store.commands.claim_next(self.db, self.run_id)) is not None:
@@ -107,15 +131,21 @@ class WorkerHooks(Hooks):
             if where in STEP_BOUNDARIES:
                 return {"verifier_id": self._apply_verifier(trainer), "applied": True}
             return {"verifier_id": vid, "applied": False, "note": "takes effect after the current step"}
-        if kind == "set_lr":
-            trainer.lr = float(payload["lr"])
-            return {"lr": trainer.lr}
-        if kind == "set_temperature":
-            trainer.temperature = float(payload["temperature"])
-            return {"temperature": trainer.temperature}
+        if kind in ("set_lr", "set_temperature"):  # they shape a step: changed between steps only
+            key = "lr" if kind == "set_lr" else "temperature"
+            self.pending_settings[key] = float(payload[key])
+            if where in STEP_BOUNDARIES:
+                self._apply_settings(trainer)
+                return {key: getattr(trainer, key), "applied": True}
+            return {key: self.pending_settings[key], "applied": False, "note": "takes effect after the current step"}
         if kind == "sample":
             return {"trajectory_ids": probe(trainer, int(payload["task_id"]), int(payload.get("n", 4)))}
         raise ValueError(f"unknown command {kind!r}")
+
+    def _apply_settings(self, trainer: Trainer) -> None:
+        for key, value in self.pending_settings.items():
+            setattr(trainer, key, value)
+        self.pending_settings = {}
 
     def _apply_verifier(self, trainer: Trainer) -> int:
         vid, self.pending_verifier = self.pending_verifier, None
@@ -161,7 +191,7 @@ def run_worker(db_path: str | Path, run_id: int, *, policy: Any = None, log: Any
     db_path = str(db_path)
     db = store.open_db(db_path)
     token = store.runs.acquire_lock(db, run_id, stale_after_s=STALE_AFTER_S)
-    hooks = WorkerHooks(db, run_id, token)
+    hooks = WorkerHooks(db, run_id, token, log=log, db_path=db_path)
     done = threading.Event()
     beat = threading.Thread(target=_heartbeat_loop, args=(db_path, run_id, token, hooks, done), daemon=True)
     beat.start()

@@ -8,7 +8,16 @@ from rich.text import Text
 from textual.widgets import Static
 
 from screens.format import STATUS_STYLE, duration, first_line, num
-from workbench.view import LIVE_STATUSES, Checkpoint, Run, RunState, Step, VerifierVersion, heartbeat_age
+from workbench.view import (
+    LIVE_STATUSES,
+    Checkpoint,
+    Run,
+    RunState,
+    Step,
+    VerifierVersion,
+    heartbeat_age,
+    paused_by_errors,
+)
 
 RATE_WINDOW = 10  # steps averaged for steps/s, tokens/s and the ETA
 
@@ -77,6 +86,8 @@ def banner_text(run: Run, state: RunState, now: float) -> Text | None:
         age = heartbeat_age(run, now)
         when = f"{duration(age)} ago" if age is not None else "never"
         return Text(f"⚠ No live worker: status {run.status}, last heartbeat {when}. r starts one.", style="bold")
+    if paused_by_errors(run):
+        return Text(f"⚠ PAUSED: {run.status_reason}", style="bold")
     return None
 
 

@@ -57,8 +57,16 @@ def balanced_objects(text: str) -> list[str]:
     return spans
 
 
-def _json_error(e: json.JSONDecodeError) -> str:
-    return f"invalid JSON: {e.msg} at char {e.pos}"
+# What json.loads raises on bad input: JSONDecodeError, a plain ValueError for an integer longer than
+# sys.get_int_max_str_digits(), RecursionError for nesting deeper than the recursion limit.
+_JSON_ERRORS = (ValueError, RecursionError)
+
+
+def _json_error(e: ValueError | RecursionError, offset: int = 0) -> str:
+    """The reason, with the offset in the reply (`offset`: where the decoded text starts in it)."""
+    if isinstance(e, json.JSONDecodeError):
+        return f"invalid JSON: {e.msg} at char {e.pos + offset}"
+    return "invalid JSON: nested too deeply" if isinstance(e, RecursionError) else "invalid JSON: number too long"
 
 
 def to_tool_call(obj: Any) -> tuple[ToolCall | None, str | None]:
@@ -75,7 +83,7 @@ def to_tool_call(obj: Any) -> tuple[ToolCall | None, str | None]:
     if isinstance(args, str) and key == "arguments":
         try:
             args = json.loads(args)
-        except json.JSONDecodeError:
+        except _JSON_ERRORS:
             return None, "'arguments' is a string that is not JSON"
     if not isinstance(args, dict):
         return None, f"'{key}' is not an object"
@@ -87,7 +95,7 @@ def _objects_at_each_brace(text: str, limit: int = 32) -> list[Any]:
     found, dec, pos = [], json.JSONDecoder(), text.find("{")
     while pos >= 0 and limit > 0:
         limit -= 1
-        with contextlib.suppress(json.JSONDecodeError):
+        with contextlib.suppress(*_JSON_ERRORS):
             found.append(dec.raw_decode(text, pos)[0])
         pos = text.find("{", pos + 1)
     return found
@@ -102,10 +110,10 @@ def parse_tool_call(text: str, *, strict: bool = False) -> tuple[ToolCall | None
             return None, "no JSON object" if "{" not in body else "text before the JSON object"
         try:
             obj = json.loads(body)
-        except json.JSONDecodeError as e:
-            if e.msg == "Extra data":
+        except _JSON_ERRORS as e:
+            if isinstance(e, json.JSONDecodeError) and e.msg == "Extra data":
                 return None, "text after the JSON object"
-            return None, _json_error(e)
+            return None, _json_error(e, text.find(body))
         return to_tool_call(obj)
 
     spans = balanced_objects(text)
@@ -113,11 +121,14 @@ def parse_tool_call(text: str, *, strict: bool = False) -> tuple[ToolCall | None
         return None, "no JSON object"
     decoded: list[Any] = []
     first_error: str | None = None
+    start = 0
     for span in spans:
+        start = text.find(span, start)  # spans are in order and each begins at the first "{" after the last
         try:
             decoded.append(json.loads(span))
-        except json.JSONDecodeError as e:
-            first_error = first_error or _json_error(e)
+        except _JSON_ERRORS as e:
+            first_error = first_error or _json_error(e, start)
+        start += len(span)
     for candidates in (decoded, _objects_at_each_brace(text) if len(spans) > len(decoded) else []):
         for obj in candidates:
             if isinstance(obj, dict) and ("tool" in obj or "name" in obj):

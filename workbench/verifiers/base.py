@@ -8,13 +8,16 @@ neither a number nor a Score) comes back as `Score(total=0.0, error=...)`. The 0
 verdict: the trainer must exclude trajectories whose score has `error` set from the group statistics and
 the advantages (and show them), rather than train on a made-up reward.
 
-Timeouts: `reward` runs in a daemon thread joined with a timeout. Python cannot kill a thread; on timeout
-we inject a `VerifierTimeout` exception into it (CPython's PyThreadState_SetAsyncExc), which stops a
+This module is the in-process path: the built-ins (trusted code shipped with the package) and any code
+loaded with `isolate=False`. User code runs in a separate process (`workbench.verifiers.isolated`), which
+reuses `load_in_process`, `coerce_score` and `short_error` from here so both paths say the same thing.
+
+In-process timeouts: `reward` runs in a daemon thread joined with a timeout. Python cannot kill a thread; on
+timeout we inject a `VerifierTimeout` exception into it (CPython's PyThreadState_SetAsyncExc), which stops a
 pure-Python loop at its next bytecode. It cannot stop a thread blocked in C (time.sleep, a regex
-catastrophe, a socket): such a thread leaks and keeps its CPU. `Verifier.leaked_threads` counts them so the
-trainer can pause and tell the user. A subprocess would be killable but costs ~50 ms per call and needs
-picklable inputs; we kept the thread and flag it. Loading runs the module body unguarded: a file whose
-top level never returns hangs `load_verifier_code` (the UI should compile in a worker thread).
+catastrophe, a socket): such a thread leaks and keeps its CPU. `Verifier.leaked_threads` counts them. This is
+why user code is isolated (a process can be killed); the thread costs ~0.3 ms a score (docs/benchmarks.md).
+`load_in_process` runs the module body unguarded: only trusted code should be loaded with it.
 """
 
 from __future__ import annotations
@@ -30,8 +33,7 @@ import sys
 import threading
 import traceback
 import types
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from workbench.types import Output, Score, Task
@@ -46,6 +48,7 @@ class VerifierCompileError(VerifierError):
 
     def __init__(self, message: str, lineno: int | None = None):
         self.lineno = lineno
+        self.message = message
         super().__init__(f"line {lineno}: {message}" if lineno else message)
 
 
@@ -62,37 +65,57 @@ def _lineno_in(tb: types.TracebackType | None, filename: str) -> int | None:
     return line
 
 
-def _short_error(e: BaseException, filename: str) -> str:
+def short_error(e: BaseException, filename: str) -> str:
     """`ZeroDivisionError: division by zero (line 3)`: the last line of the verifier's own code involved."""
     msg = "".join(traceback.format_exception_only(type(e), e)).strip().splitlines()[-1]
     line = _lineno_in(e.__traceback__, filename)
     return f"{msg[:300]} (line {line})" if line else msg[:300]
 
 
-def _check_number(value: Any, what: str) -> float:
+class BadReturn(ValueError):
+    """`reward` returned something that is not a finite float or a well-formed Score; the message says what."""
+
+
+def _what(value: Any) -> str:
+    return "None" if value is None else type(value).__name__
+
+
+def _finite(value: Any, bad_type: str, bad_value: str) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{what} must be a float, got {type(value).__name__}")
+        raise BadReturn(bad_type.format(type=_what(value)))
     f = float(value)
     if math.isnan(f) or math.isinf(f):
-        raise ValueError(f"{what} is {f}")
+        raise BadReturn(bad_value.format(value=f))
     return f
 
 
 def coerce_score(value: Any) -> Score:
-    """A float or a Score, checked (finite numbers, str explanation); anything else raises TypeError/ValueError."""
+    """A float or a Score, checked (finite numbers, dict parts, str explanation); anything else raises BadReturn
+    with the row's error text: "verifier returned nan", "verifier returned str, expected float or Score"."""
     if isinstance(value, Score):
-        total = _check_number(value.total, "reward total")
-        parts = {}
+        total = _finite(value.total, "verifier returned a Score whose total is {type}, expected float",
+                        "verifier returned a Score whose total is {value}")
         if not isinstance(value.parts, dict):
-            raise TypeError("Score.parts must be a dict")
+            raise BadReturn(f"verifier returned a Score whose parts is {_what(value.parts)}, expected dict")
+        parts = {}
         for k, v in value.parts.items():
-            parts[str(k)] = _check_number(v, f"part {k!r}")
-        return Score(total=total, parts=parts, explanation=str(value.explanation or ""), error=value.error)
-    return Score(total=_check_number(value, "reward"))
+            parts[str(k)] = _finite(v, f"verifier returned a Score whose part {k!r} is {{type}}, expected float",
+                                    f"verifier returned a Score whose part {k!r} is {{value}}")
+        error = None if value.error is None else str(value.error)
+        return Score(total=total, parts=parts, explanation=str(value.explanation or ""), error=error)
+    return Score(total=_finite(value, "verifier returned {type}, expected float or Score", "verifier returned {value}"))
+
+
+def timeout_error(timeout_s: float) -> str:
+    """The one wording of a timeout ("verifier timed out after 5.0 s"), in process or isolated."""
+    t = float(timeout_s)
+    return f"verifier timed out after {t:.1f} s" if round(t, 1) == t else f"verifier timed out after {t:g} s"
 
 
 class Verifier:
     """A loaded `reward` function with its source (`code`), `name` and `sha256` (of the code's UTF-8 bytes)."""
+
+    isolated = False  # runs in this process (see workbench.verifiers.isolated for the other kind)
 
     def __init__(self, name: str, code: str, fn: Callable[[Any, Any], Any], filename: str):
         self.name = name
@@ -105,6 +128,19 @@ class Verifier:
 
     def __repr__(self) -> str:
         return f"Verifier({self.name!r}, sha256={self.sha256[:12]})"
+
+    def __enter__(self) -> Verifier:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Nothing to release in process (the same surface as IsolatedVerifier)."""
+
+    def score_many(self, items: Sequence[tuple[Output, Task]], timeout_s: float = 5.0) -> list[Score]:
+        """`score` of each (output, task), in order (one call for a group, as the isolated kind)."""
+        return [self.score(output, task, timeout_s=timeout_s) for output, task in items]
 
     def score(self, output: Output, task: Task, timeout_s: float = 5.0) -> Score:
         """Run `reward(output, task)`; never raises (see the module docstring for what errors mean)."""
@@ -131,15 +167,15 @@ class Verifier:
             th.join(0.5)
             if th.is_alive():
                 self.leaked_threads += 1
-            return Score(total=0.0, error=f"timeout: reward() ran longer than {timeout_s:g}s")
+            return Score(total=0.0, error=timeout_error(timeout_s))
         if "error" in box:
-            return Score(total=0.0, error=_short_error(box["error"], self.filename))
+            return Score(total=0.0, error=short_error(box["error"], self.filename))
         if "value" not in box:
             return Score(total=0.0, error="reward() did not return")
         try:
             return coerce_score(box["value"])
-        except (TypeError, ValueError) as e:
-            return Score(total=0.0, error=f"bad return value: {e}")
+        except BadReturn as e:
+            return Score(total=0.0, error=str(e))
 
 
 def _interrupt(th: threading.Thread) -> None:
@@ -149,9 +185,10 @@ def _interrupt(th: threading.Thread) -> None:
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(th.ident), ctypes.py_object(VerifierTimeout))
 
 
-def load_verifier_code(code: str, name: str = "user") -> Verifier:
-    """Compile and run the module body, then check `reward` takes (output, task). Raises VerifierCompileError
-    (with the line) or VerifierError; never returns a verifier that cannot be called."""
+def load_in_process(code: str, name: str = "user") -> Verifier:
+    """Compile and run the module body here, then check `reward` takes (output, task). Raises
+    VerifierCompileError (with the line) or VerifierError; never returns a verifier that cannot be called.
+    The front door is `workbench.verifiers.load_verifier_code`, which isolates anything but a built-in."""
     sha = hashlib.sha256(code.encode("utf-8")).hexdigest()
     filename = f"<verifier {name}>"
     try:
@@ -167,7 +204,7 @@ def load_verifier_code(code: str, name: str = "user") -> Verifier:
         exec(compiled, module.__dict__)
     except Exception as e:
         sys.modules.pop(mod_name, None)
-        raise VerifierCompileError(_short_error(e, filename).rsplit(" (line", 1)[0],
+        raise VerifierCompileError(short_error(e, filename).rsplit(" (line", 1)[0],
                                    _lineno_in(e.__traceback__, filename)) from None
     fn = module.__dict__.get("reward")
     if fn is None:
@@ -181,11 +218,3 @@ def load_verifier_code(code: str, name: str = "user") -> Verifier:
     except ValueError:
         pass  # no signature available (a builtin): let the first call tell
     return Verifier(name, code, fn, filename)
-
-
-def load_verifier_file(path: str | Path) -> Verifier:
-    """Load a verifier .py file; its name is the file stem."""
-    p = Path(path)
-    if not p.is_file():
-        raise VerifierError(f"verifier file not found: {p}")
-    return load_verifier_code(p.read_text(encoding="utf-8"), name=p.stem)

@@ -40,6 +40,7 @@ from workbench.view.records import (
 )
 from workbench.view.run_state import (
     ACTIONS,
+    ERROR_BUDGET_PAUSE,
     LIVE_STATUSES,
     PAUSED_STATUSES,
     STALE_AFTER_S,
@@ -50,6 +51,7 @@ from workbench.view.run_state import (
     allowed,
     heartbeat_age,
     key_action,
+    paused_by_errors,
     started_again,
     worker_state,
 )
@@ -67,11 +69,11 @@ from workbench.view.store_view import ORDERS, DryRunOutcome, Page, View, effecti
 from workbench.view.turns import turns
 
 __all__ = [
-    "ACTIONS", "FULL_REWARD", "LIVE_STATUSES", "ORDERS", "PAUSED_STATUSES", "PART_NAMES", "SORTS", "STALE_AFTER_S", "STATUSES", "Action",
+    "ACTIONS", "ERROR_BUDGET_PAUSE", "FULL_REWARD", "LIVE_STATUSES", "ORDERS", "PAUSED_STATUSES", "PART_NAMES", "SORTS", "STALE_AFTER_S", "STATUSES", "Action",
     "Checkpoint", "Command", "DryRunOutcome", "DryRunRow", "Eval", "EvalRow", "Event", "FailureShares", "Flag", "Label",
     "Page", "Run", "RunState", "Step", "StoreError", "Task", "TaskRow", "TaskStats", "ToolCall", "Trajectory", "TrajectoryFilter",
     "Turn", "VerifierVersion", "View", "WorkerState", "allowed", "baseline", "baseline_value", "best_eval",
     "builtin_verifier_code", "effective_order", "eval_flags", "eval_points", "eval_rows", "failure_shares",
-    "heartbeat_age", "key_action", "metric_points", "page_key", "part_series", "sft_only", "should_promote",
+    "heartbeat_age", "key_action", "metric_points", "page_key", "part_series", "paused_by_errors", "sft_only", "should_promote",
     "start_worker", "started_again", "turns", "worker_state",
 ]

@@ -39,11 +39,15 @@ class Run:
     heartbeat: float | None = None
     lock_held: bool = False
     last_step: int | None = None  # filled by listings only
+    # The lock holder ran on this host and its process is gone (kill -9): no live worker, whatever the
+    # heartbeat says. A local check (store.runs.local_worker_gone), so `View` fills it, not from_row.
+    worker_gone: bool = False
+    lock_token: str | None = None  # which worker holds the lock: a new one means a new worker took the run
 
     @classmethod
-    def from_row(cls, row: dict[str, Any], last_step: int | None = None) -> Run:
+    def from_row(cls, row: dict[str, Any], last_step: int | None = None, *, worker_gone: bool = False) -> Run:
         return _pick(cls, {**row, "config": row.get("config") or {}}, lock_held=bool(row.get("lock_token")),
-                     last_step=last_step)
+                     last_step=last_step, worker_gone=worker_gone)
 
     @property
     def max_steps(self) -> int | None:

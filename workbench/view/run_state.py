@@ -19,23 +19,41 @@ IDLE_STATUSES = ("created", "paused", *ENDED_STATUSES)  # no step is being taken
 
 WorkerState = Literal["alive", "stale", "none"]
 
+# The worker paused the run itself: more than max_verifier_error_frac of a step's rewards failed. Its
+# status_reason starts with this; the banner shows that reason (a person's own pause needs no banner).
+ERROR_BUDGET_PAUSE = "verifier error budget exceeded"
+
 __all__ = [
     "ACTIONS", "ENDED_STATUSES", "IDLE_STATUSES", "LIVE_STATUSES", "PAUSED_STATUSES", "STALE_AFTER_S", "STATUSES",
-    "Action", "RunState", "WorkerState", "heartbeat_age", "started_again", "worker_state",
+    "ERROR_BUDGET_PAUSE", "Action", "RunState", "WorkerState", "heartbeat_age", "paused_by_errors", "started_again",
+    "worker_state",
 ]
 
 
 def worker_state(run: Run, now: float, stale_after_s: float = STALE_AFTER_S) -> WorkerState:
-    """alive: holds the lock with a fresh heartbeat; stale: holds it but went quiet; none: no worker."""
-    if not run.lock_held or run.heartbeat is None:
+    """alive: holds the lock with a fresh heartbeat; stale: holds it but went quiet; none: no worker (or
+    the holder ran on this host and its process is gone: `run.worker_gone`, the lock's own rule)."""
+    if not run.lock_held or run.heartbeat is None or run.worker_gone:
         return "none"
     return "alive" if now - run.heartbeat < stale_after_s else "stale"
 
 
-def started_again(before: str | None, now: str) -> bool:
+def started_again(before: str | None, now: str, before_lock: str | None = None, now_lock: str | None = None) -> bool:
     """A worker took the run up again (a resume may have restarted from a checkpoint and superseded
-    later rows, so a reader should take a fresh snapshot)."""
-    return before in IDLE_STATUSES and now in ("starting", "running")
+    later rows, so a reader should take a fresh snapshot). Seen in the status (an idle one, or "starting",
+    turning into starting/running: a worker supersedes rows between its "starting" and "running"), or in
+    the lock token when the statuses in between were missed (a killed worker still reads "running", and
+    `workbench train --resume` in another terminal took its lock: running -> running)."""
+    if before in IDLE_STATUSES and now in ("starting", "running"):
+        return True
+    if before == "starting" and now == "running":
+        return True
+    return before_lock is not None and now_lock is not None and before_lock != now_lock
+
+
+def paused_by_errors(run: Run) -> bool:
+    """The worker paused the run because its verifier failed past the error budget (the reason says how)."""
+    return run.status == "paused" and (run.status_reason or "").startswith(ERROR_BUDGET_PAUSE)
 
 
 def heartbeat_age(run: Run, now: float) -> float | None:

@@ -51,6 +51,12 @@ def effective_order(flt: TrajectoryFilter, order: str) -> str:
     return "step" if order == "id" and (flt.step_min is not None or flt.step_max is not None) else order
 
 
+def _run(row: dict[str, Any], last_step: int | None = None) -> Run:
+    """A run record with the local liveness check filled in (the same rule as the worker's lock)."""
+    gone = bool(row.get("lock_token")) and store.runs.local_worker_gone(row.get("worker_host"), row.get("worker_pid"))
+    return Run.from_row(row, last_step, worker_gone=gone)
+
+
 class View:
     def __init__(self, db: sqlite_utils.Database) -> None:
         self.db = db
@@ -85,10 +91,10 @@ class View:
 
     def runs(self) -> list[Run]:
         """Every run, newest first, with its last step."""
-        return [Run.from_row(r, store.metrics.last_step(self.db, r["id"])) for r in store.runs.list_runs(self.db)]
+        return [_run(r, store.metrics.last_step(self.db, r["id"])) for r in store.runs.list_runs(self.db)]
 
     def run(self, run_id: int) -> Run:
-        return Run.from_row(store.runs.get_run(self.db, run_id))
+        return _run(store.runs.get_run(self.db, run_id))
 
     def events(self, run_id: int, after_id: int = 0, limit: int = 500) -> list[Event]:
         """The run's log after `after_id`, oldest first (what a live log polls)."""

@@ -1,0 +1,85 @@
+"""Checkpoints: whole or refused by name. A torn file is found before anything is loaded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from workbench import checkpoint as ckpt
+
+
+def _save(tmp_path, policy, name="step-00003-periodic"):
+    opt = torch.optim.AdamW(policy.trainable_parameters(), lr=1e-3)
+    return ckpt.save(tmp_path / name, policy=policy, optimizer=opt, scheduler=None, state={"step": 3}), opt
+
+
+def test_a_whole_checkpoint_verifies_and_loads(tmp_path, tiny_policy):
+    path, opt = _save(tmp_path, tiny_policy)
+    assert ckpt.verify(path) is None
+    assert ckpt.load(path, policy=tiny_policy, optimizer=opt, scheduler=None)["step"] == 3
+    assert not (tmp_path / "step-00003-periodic.tmp").exists()
+
+
+def test_a_torn_file_is_named_and_nothing_is_loaded(tmp_path, tiny_policy):
+    path, opt = _save(tmp_path, tiny_policy)
+    weights = next((path / "adapter").glob("*.safetensors"))
+    data = weights.read_bytes()
+    weights.write_bytes(data[: len(data) // 2])
+    before = [p.detach().clone() for p in tiny_policy.trainable_parameters()]
+    problem = ckpt.verify(path)
+    assert problem is not None and weights.name in problem and "torn" in problem
+    try:
+        ckpt.load(path, policy=tiny_policy, optimizer=opt, scheduler=None)
+    except ckpt.CheckpointError as exc:
+        assert weights.name in str(exc)
+    else:
+        raise AssertionError("a torn checkpoint loaded")
+    assert all(torch.equal(a, b) for a, b in zip(before, tiny_policy.trainable_parameters(), strict=True))
+    weights.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # same size, one bit flipped
+    assert "corrupt" in ckpt.verify(path)
+
+
+def test_missing_manifest_or_folder_is_reported(tmp_path, tiny_policy):
+    path, _ = _save(tmp_path, tiny_policy)
+    (path / ckpt.MANIFEST).unlink()
+    assert ckpt.verify(path) is None  # written before manifests existed: loads unchecked
+    (path / "trainer_state.pt").unlink()
+    assert "manifest.json: missing" in ckpt.verify(path)
+    assert "no such checkpoint folder" in ckpt.verify(tmp_path / "nope")
+
+
+def test_rewriting_a_checkpoint_keeps_the_old_one_until_the_new_one_is_in_place(tmp_path, tiny_policy):
+    path, opt = _save(tmp_path, tiny_policy)
+    with torch.no_grad():
+        for p in tiny_policy.trainable_parameters():
+            p.add_(1.0)
+    path2, _ = _save(tmp_path, tiny_policy)
+    assert path2 == path and ckpt.verify(path) is None
+    assert not (tmp_path / "step-00003-periodic.old").exists()
+
+
+def test_resume_skips_a_torn_checkpoint_for_the_one_before(tiny_model, tmp_path):
+    import store
+    from workbench.config import config_from_dict
+    from workbench.trainer import Trainer
+
+    cfg = config_from_dict(dict(model=str(tiny_model), num_generations_per_prompt=2, prompts_per_step=1,
+                                max_completion_length=4, max_steps=3, eval_interval=1000, checkpoint_interval=1,
+                                eval_max_tasks=1, output_dir=str(tmp_path), lora={"r": 4, "alpha": 8}, seed=1))
+    db = store.open_db(tmp_path / "wb.db")
+    run_id = store.runs.create_run(db, name="t", model=cfg.model, config=cfg.to_dict())
+    logs: list[str] = []
+    t = Trainer(cfg, db, run_id, log=logs.append)
+    t.sft_done = True
+    for _ in range(2):
+        t.train_step()
+        t.save_checkpoint("periodic")
+    newest = store.metrics.latest_checkpoint(db, run_id)
+    weights = next((Path(newest["path"]) / "adapter").glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[:100])
+    again = Trainer(cfg, db, run_id, log=logs.append)
+    assert again.resume() == 1
+    assert any(weights.name in line and "not usable" in line for line in logs)
+    events = [e["message"] for e in store.runs.events_since(db, run_id)]
+    assert any(weights.name in m for m in events)
