@@ -68,30 +68,31 @@ def train(args: list[str], log: list[tuple[float, str]] | None = None) -> subpro
     return proc
 
 
-def timeline(log: list[tuple[float, str]], db_path: Path) -> dict[str, list[tuple[float, float]]]:
-    """Phase -> [(start, end)] seconds from process start, from the straight run's log and step metrics."""
+def timeline(log: list[tuple[float, str]], db_path: Path) -> dict[str, list[tuple[str, float, float]]]:
+    """Phase -> [(anchor, start, end)]: a kill inside that phase is `start..end` seconds after the log line
+    that starts with `anchor` (anchored to lines, not to process start: start-up time varies with load)."""
     db = store.open_db(db_path, create=False)
     steps = {s["step"]: s["metrics"] for s in store.metrics.steps_since(db, 1, -1)}
     db.conn.close()
-    out: dict[str, list[tuple[float, float]]] = {p: [] for p in PHASES}
-    prev = 0.0
-    for t, line in log:
-        if line.startswith("SFT warm-up"):
-            out["eval"].append((prev, t))  # the baseline eval ran before it
-        elif line.startswith("eval at step 0"):
-            out["sft"].append((prev, t - 0.5 * (t - prev)))  # the SFT-only eval is the rest
-        elif line.startswith("step "):
-            k = int(line.split()[1].rstrip(":"))
-            m = steps.get(k, {})
-            roll, upd = float(m.get("rollout_time_s", 0)), float(m.get("update_time_s", 0))
-            begin = t - float(m.get("step_time_s", t - prev))
-            out["rollout"].append((begin, begin + roll))
-            out["update"].append((begin + roll, begin + roll + upd))
-            out["checkpoint"].append((t, t + 0.05))
-        elif line.startswith("eval at step"):
-            out["eval"].append((prev, t))
-        prev = t
-    return {k: [(a, b) for a, b in v if b > a] for k, v in out.items()}
+    out: dict[str, list[tuple[str, float, float]]] = {p: [] for p in PHASES}
+    times = {line.split(":")[0]: t for t, line in log}  # first time each kind of line appeared
+    evals = [t for t, line in log if line.startswith("eval at step 0")]
+    if "baseline eval on held-out tasks" in times and evals:
+        out["eval"].append(("baseline eval", 0.0, evals[0] - times["baseline eval on held-out tasks"]))
+    if "SFT warm-up" in times and len(evals) > 1:
+        span = evals[1] - times["SFT warm-up"]  # SFT steps, its checkpoint, then the SFT-only eval
+        out["sft"].append(("SFT warm-up", 0.0, 0.6 * span))
+        out["eval"].append(("SFT warm-up", 0.7 * span, span))
+    for k in sorted(steps):
+        nxt = steps.get(k + 1)
+        out["checkpoint"].append((f"step {k}:", 0.0, 0.03))  # checkpoint_interval 1: right after the line
+        if nxt is not None:  # step k+1 starts right after step k's line (and its checkpoint)
+            roll, upd = float(nxt.get("rollout_time_s", 0)), float(nxt.get("update_time_s", 0))
+            out["rollout"].append((f"step {k}:", 0.05, 0.05 + roll))
+            out["update"].append((f"step {k}:", 0.05 + roll, 0.05 + roll + upd))
+        if f"eval at step {k}" in times:
+            out["eval"].append((f"step {k}:", 0.05, times[f"eval at step {k}"] - times[f"step {k}"]))
+    return {k: [(a, lo, hi) for a, lo, hi in v if hi > lo] for k, v in out.items()}
 
 
 def snapshot(db_path: Path) -> dict[str, Any]:
@@ -143,10 +144,13 @@ def tear_newest_checkpoint(db_path: Path) -> str | None:
     return str(weights)
 
 
-def trial(i: int, phase: str, at: float, cfg_path: Path, work: Path, straight_final: str | None) -> dict[str, Any]:
+def trial(i: int, phase: str, anchor: str, at: float, cfg_path: Path, work: Path, straight_final: str | None
+          ) -> dict[str, Any]:
     db_path = work / f"trial{i}.db"
     log: list[tuple[float, str]] = []
     proc = train([str(cfg_path), "--db", str(db_path)], log)
+    while not any(line.startswith(anchor) for _, line in log) and proc.poll() is None:
+        time.sleep(0.005)
     time.sleep(at)
     killed = proc.poll() is None
     if killed:
@@ -159,7 +163,7 @@ def trial(i: int, phase: str, at: float, cfg_path: Path, work: Path, straight_fi
     again = train(["--resume", "1", "--db", str(db_path)], resume_log)
     rc = again.wait(timeout=900)
     time.sleep(0.2)  # the pump thread drains the last lines
-    out = {"trial": i, "phase": phase, "kill_at_s": round(at, 2), "killed": killed, "resume_rc": rc,
+    out = {"trial": i, "phase": phase, "kill": f"{at:.2f} s after '{anchor}'", "killed": killed, "resume_rc": rc,
            "resume_s": round(time.monotonic() - t0, 1), "rows_before_kill": len(before["ids"]),
            **checks(db_path, before)}
     out["adapter_max_diff"] = adapter_diff(out.pop("final_adapter"), straight_final)
@@ -235,15 +239,14 @@ def main() -> None:
     phases = timeline(log, work / "straight.db")
     straight = checks(work / "straight.db", {"ids": []})
     print(f"straight run: {straight_s:.1f} s; phases: " + ", ".join(f"{k} x{len(v)}" for k, v in phases.items()))
+    print(json.dumps(phases))
 
     rng = random.Random(args.seed)
     results = []
     for i in range(args.trials):
         phase = PHASES[i % len(PHASES)]
-        spans = phases[phase] or phases["rollout"]
-        a, b = rng.choice(spans)
-        at = rng.uniform(a, b)
-        r = trial(i, phase, at, cfg_path, work, straight["final_adapter"])
+        anchor, lo, hi = rng.choice(phases[phase] or phases["rollout"])
+        r = trial(i, phase, anchor, rng.uniform(lo, hi), cfg_path, work, straight["final_adapter"])
         results.append(r)
         print(json.dumps(r))
     extra = {"disk_full": disk_full(work), "locked_db": locked_db(cfg_path, work, args.hold_s)}

@@ -305,7 +305,8 @@ class DashboardScreen(Screen):
             return self.task_filter is not None
         if action == "show_error":
             run = self.wb.current_run
-            return bool(run and run.status == "crashed" and run.error)
+            state = self.wb.state()
+            return bool(run and state and state.crashed and run.error)
         return True
 
     def action_sort_tasks(self) -> None:

@@ -98,7 +98,11 @@ class EvalsScreen(Screen):
         for r in rows:  # baseline first, then checkpoints in step order
             e = r.eval
             is_best = self.best is not None and e.id == self.best.id
-            mark = Text("★ best", style="bold green") if is_best else Text("base", style="bold") if e.is_baseline else Text("")
+            # best: the highest held-out success; promoted: what the promotion rule chose (it must beat the
+            # baseline on success with no more unsafe calls), the checkpoint a user should ship.
+            mark = (Text("★promo" if is_best else "promo", style="bold green") if r.promoted
+                    else Text("★ best", style="bold green") if is_best
+                    else Text("base", style="bold") if e.is_baseline else Text(""))
             success = Text(pct(e.success, 1), style="bold" if is_best else "")
             lo, hi = e.metric("success_ci_low"), e.metric("success_ci_high")
             if lo is not None and hi is not None:
@@ -118,6 +122,9 @@ class EvalsScreen(Screen):
             )
         mode = self.mode or "all modes"
         best = f" · best: step {self.best.step} ({pct(self.best.success, 1)})" if self.best else ""
+        promoted = next((r.eval for r in rows if r.promoted), None)
+        if promoted is not None and promoted is not self.best:
+            best += f" · promoted: step {promoted.step} ({pct(promoted.success, 1)})"
         self.query_one("#evals-title", Static).update(
             Text(f"Evaluations on held-out tasks · {mode} (m switches){best}", style="bold")
         )

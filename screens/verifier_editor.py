@@ -23,7 +23,6 @@ from textual.worker import Worker, WorkerState
 from screens.diff_view import diff_text
 from screens.format import clip, num, pct, reward_style
 from workbench.view import (
-    PAUSED_STATUSES,
     DryRunOutcome,
     DryRunRow,
     VerifierVersion,
@@ -267,10 +266,10 @@ class VerifierEditorScreen(Screen):
         if not ok:
             self.notify(f"cannot apply: {why}", severity="warning")
             return
-        status = self.wb.current_run.status if self.wb.current_run else None
-        when = "now (paused)" if status in PAUSED_STATUSES else "at the worker's next safe point (between steps)"
+        # When it takes effect is the worker's rule (a step boundary): its answer arrives as a toast.
         self.wb.send_command("set_verifier", {"verifier_id": self.dry_verifier_id})
-        self._status(Text(f"set_verifier sent: activates {when}", style="green"))
+        self._status(Text("set_verifier sent: the worker activates it at the next step boundary and answers",
+                          style="green"))
 
     # ---- history and diff ----------------------------------------------------------------------------
 

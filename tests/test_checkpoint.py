@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import torch
@@ -49,12 +50,29 @@ def test_missing_manifest_or_folder_is_reported(tmp_path, tiny_policy):
     assert "no such checkpoint folder" in ckpt.verify(tmp_path / "nope")
 
 
-def test_rewriting_a_checkpoint_keeps_the_old_one_until_the_new_one_is_in_place(tmp_path, tiny_policy):
+def test_rewriting_a_checkpoint_keeps_the_old_one_until_the_new_one_is_in_place(tmp_path, tiny_policy, monkeypatch):
     path, opt = _save(tmp_path, tiny_policy)
+    first = [p.detach().clone() for p in tiny_policy.trainable_parameters()]
     with torch.no_grad():
         for p in tiny_policy.trainable_parameters():
             p.add_(1.0)
-    path2, _ = _save(tmp_path, tiny_policy)
+    real_replace = ckpt.os.replace
+
+    def killed_between_the_renames(src, dst):
+        if str(src).endswith(".tmp"):
+            raise KeyboardInterrupt("killed")  # the old copy is already moved aside, the new one not in place
+        real_replace(src, dst)
+
+    monkeypatch.setattr(ckpt.os, "replace", killed_between_the_renames)
+    with contextlib.suppress(KeyboardInterrupt):
+        _save(tmp_path, tiny_policy)
+    monkeypatch.setattr(ckpt.os, "replace", real_replace)
+    assert not path.exists() and (tmp_path / "step-00003-periodic.old").is_dir()
+    ckpt.recover(path)  # what resume does first: the whole old copy is put back
+    assert ckpt.verify(path) is None
+    ckpt.load(path, policy=tiny_policy, optimizer=opt, scheduler=None)
+    assert all(torch.equal(a, b) for a, b in zip(first, tiny_policy.trainable_parameters(), strict=True))
+    path2, _ = _save(tmp_path, tiny_policy)  # and a normal rewrite leaves no .old behind
     assert path2 == path and ckpt.verify(path) is None
     assert not (tmp_path / "step-00003-periodic.old").exists()
 
@@ -83,3 +101,31 @@ def test_resume_skips_a_torn_checkpoint_for_the_one_before(tiny_model, tmp_path)
     assert any(weights.name in line and "not usable" in line for line in logs)
     events = [e["message"] for e in store.runs.events_since(db, run_id)]
     assert any(weights.name in m for m in events)
+
+
+def test_a_torn_sft_checkpoint_with_kl_to_sft_refuses_to_resume_by_name(tiny_model, tmp_path):
+    """The KL reference must be the SFT policy: without a whole SFT checkpoint, no silent other reference."""
+    import store
+    from workbench.config import config_from_dict
+    from workbench.trainer import Trainer
+
+    cfg = config_from_dict(dict(model=str(tiny_model), num_generations_per_prompt=2, prompts_per_step=1,
+                                max_completion_length=4, max_steps=2, eval_interval=1000, checkpoint_interval=1,
+                                eval_max_tasks=1, sft_steps=1, sft_batch_size=2, beta=0.1, reference="sft",
+                                output_dir=str(tmp_path), lora={"r": 4, "alpha": 8}, seed=1))
+    db = store.open_db(tmp_path / "wb.db")
+    run_id = store.runs.create_run(db, name="t", model=cfg.model, config=cfg.to_dict())
+    t = Trainer(cfg, db, run_id)
+    t.run_sft_phase()
+    t.train_step()
+    t.save_checkpoint("periodic")
+    sft = next(c for c in store.metrics.list_checkpoints(db, run_id) if c["kind"] == "sft")
+    weights = next((Path(sft["path"]) / "adapter").glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[:100])
+    try:
+        Trainer(cfg, db, run_id).resume()
+    except ckpt.CheckpointError as exc:
+        assert "no whole SFT checkpoint" in str(exc)
+    else:
+        raise AssertionError("resumed with a KL reference that is not the SFT policy")
+    assert any(weights.name in e["message"] for e in store.runs.events_since(db, run_id))

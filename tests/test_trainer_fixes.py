@@ -249,7 +249,7 @@ def test_truncated_completions_carry_no_gradient_with_the_filter_on(tiny_model, 
         t = Trainer(tiny_cfg(tiny_model, tmp_path / str(on), verifier_path, loss_type="dapo",
                              mask_truncated_completions=on), db)
         fake = FakeLogprobs()
-        monkeypatch.setattr("workbench.trainer.sequence_logprobs", fake)
+        monkeypatch.setattr("workbench.update.sequence_logprobs", fake)
         task = t.train_tasks[0]
         group = [episode(task, [[11, 12, 13]], truncated=True), episode(task, [[21, 22]])]
         m = t._update([group], [[1.0, 1.0]], [True])
@@ -268,7 +268,7 @@ def test_multi_turn_episodes_weigh_as_one_sequence(tiny_model, tmp_path, verifie
     t = Trainer(tiny_cfg(tiny_model, tmp_path, verifier_path, loss_type=loss_type, multi_turn_weighting=weighting,
                          max_completion_length=8), db)
     fake = FakeLogprobs()
-    monkeypatch.setattr("workbench.trainer.sequence_logprobs", fake)
+    monkeypatch.setattr("workbench.update.sequence_logprobs", fake)
     task = t.train_tasks[0]
     two_turns = episode(task, [[11, 12, 13], [14, 15]])
     one_turn = episode(task, [[21, 22, 23, 24]])

@@ -33,3 +33,21 @@ async def test_evaluations_mark_the_best_checkpoint_and_flag_drift(tmp_path):
         await pilot.press("m")  # sampled: none in the fake
         await wait_until(pilot, lambda: screen.mode == "sampled" and table.row_count == 0)
         assert "no evaluations" not in flags
+
+
+async def test_the_promoted_checkpoint_is_marked_apart_from_the_best(tmp_path):
+    import store
+
+    fake = fake_copy(tmp_path / "wb.db")
+    db = store.open_db(fake.db_path)
+    store.metrics.promote_checkpoint(db, fake.checkpoint_ids[1])  # the step-5 one (37.5%), not the best
+    db.conn.close()
+    app = WorkbenchApp(fake.db_path, poll_s=0.2)
+    async with app.run_test(size=(110, 30)) as pilot:
+        await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen) and app.screen.loaded)
+        await pilot.press("E")
+        await wait_until(pilot, lambda: isinstance(app.screen, EvalsScreen) and app.screen.query_one(DataTable).row_count)
+        table = app.screen.query_one(DataTable)
+        rows = [[getattr(c, "plain", str(c)) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        assert [r[0] for r in rows] == ["base", "★ best", "promo"]
+        assert "promoted: step 5" in plain(app.screen.query_one("#evals-title"))

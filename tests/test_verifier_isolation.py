@@ -10,6 +10,7 @@ import gc
 import json
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import time
@@ -64,6 +65,7 @@ def reward(output, task):
     if mode == "print":
         print("chatty verifier")
         os.write(1, b"straight to fd 1")
+        print("and to stderr", file=sys.stderr)
     return Score(total=1.0, parts={"pid": float(os.getpid())}, explanation=mode)
 '''
 
@@ -268,6 +270,91 @@ def test_close_gc_and_a_dead_parent_end_the_workers(tmp_path):
                           cwd=os.getcwd())
     assert proc.returncode == -9, proc.stderr
     assert wait_gone(int(proc.stdout.split()[0]), within_s=5.0)
+
+
+# A catastrophic regex: C code that holds the GIL for hours (a watcher thread in the worker never runs).
+GIL_HOG = """
+import os, re
+
+def reward(output, task):
+    with open(str(output), "w") as f:
+        f.write(str(os.getpid()))
+    re.match(r"(a+)+$", "a" * 40 + "b")
+    return 1.0
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_worker_holding_the_gil_dies_with_its_sigkilled_parent(tmp_path):
+    marker = tmp_path / "worker.pid"
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "from workbench.types import Output, Task\n"
+        "from workbench.verifiers import load_verifier_code\n"
+        f"v = load_verifier_code({GIL_HOG!r})\n"
+        f"v.score(Output({str(marker)!r}), Task('t', 'p', 'x', {{}}), timeout_s=None)\n"
+    )
+    log = tmp_path / "parent.log"  # a file, not a pipe: the worker inherits it and may outlive the parent
+    with open(log, "wb") as err:
+        parent = subprocess.Popen([sys.executable, str(script)], cwd=os.getcwd(), stderr=err)
+    child = None
+    try:
+        deadline = time.monotonic() + 30.0
+        while not (marker.exists() and marker.read_text()):
+            assert parent.poll() is None, log.read_text()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        child = int(marker.read_text())
+        time.sleep(0.3)  # inside the regex now
+        parent.kill()
+        parent.wait()
+        assert wait_gone(child, within_s=2.0)
+    finally:
+        parent.kill()
+        parent.wait()
+        if child is not None and not gone(child):  # never leave a spinning orphan behind
+            os.kill(child, signal.SIGKILL)
+
+
+def test_the_workers_stderr_is_a_parameter(capfd):
+    """By default a verifier's print() goes to this process's stderr (the trainer's run log); the UI's dry run
+    passes DEVNULL, so nothing lands on the screen."""
+    capfd.readouterr()
+    with load_verifier_code(MODES, "modes") as v:
+        assert v.score(Output("print"), TASK).error is None
+    out, err = capfd.readouterr()
+    assert out == "" and "chatty verifier" in err and "straight to fd 1" in err and "and to stderr" in err
+    with load_verifier_code(MODES, "modes", stderr=subprocess.DEVNULL) as v:
+        assert v.score(Output("print"), TASK).error is None
+        assert v.score(Output("raise"), TASK).error == "KeyError: 'boom' (line 25)"
+    assert capfd.readouterr() == ("", "")
+
+
+def test_an_interrupted_batch_leaves_no_stale_results(monkeypatch):
+    """A KeyboardInterrupt in the parent mid-batch: the worker with rows in flight is killed, so the next batch
+    (whose row indices restart at 0) cannot be answered with the old batch's results."""
+    import workbench.verifiers.isolated as iso
+
+    real = iso._to_score
+    seen = []
+
+    def interrupt_at_the_second_result(result):
+        seen.append(result)
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+        return real(result)
+
+    with load_verifier_code(MODES, "modes") as v:
+        (pid,) = v.pids
+        monkeypatch.setattr(iso, "_to_score", interrupt_at_the_second_result)
+        with pytest.raises(KeyboardInterrupt):
+            v.score_many([(Output(f"old{i}"), TASK) for i in range(6)])
+        monkeypatch.setattr(iso, "_to_score", real)
+        assert wait_gone(pid)  # killed, not left with rows in flight
+        scores = v.score_many([(Output(f"new{i}"), TASK) for i in range(6)])
+        assert [s.error for s in scores] == [None] * 6
+        assert [s.explanation for s in scores] == [f"new{i}" for i in range(6)]
+        assert pid not in {pid_of(s) for s in scores}
 
 
 def test_dry_run_in_the_ui_process_survives_a_crashing_verifier(fake):

@@ -71,10 +71,11 @@ def save(path: Path, *, policy: Any, optimizer: torch.optim.Optimizer, scheduler
         old = path.with_name(path.name + ".old")
         shutil.rmtree(old, ignore_errors=True)
         os.replace(path, old)
-        os.replace(tmp, path)
+        os.replace(tmp, path)  # a kill before this line leaves `old` whole: `recover` puts it back
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.replace(tmp, path)
+    _fsync(path.parent)  # the rename itself on disk
     return path
 
 
@@ -103,9 +104,18 @@ def verify(path: Path) -> str | None:
     return None
 
 
-def load(path: Path, *, policy: Any, optimizer: torch.optim.Optimizer, scheduler: Any) -> dict[str, Any]:
-    """Restore a checkpoint in place; raises CheckpointError (nothing loaded) when it is not whole."""
-    problem = verify(path)
+def recover(path: Path) -> None:
+    """Put back the previous copy of a rewritten checkpoint when a kill came between `save`'s two renames."""
+    old = path.with_name(path.name + ".old")
+    if not path.exists() and old.is_dir() and verify(old) is None:
+        os.replace(old, path)
+
+
+def load(path: Path, *, policy: Any, optimizer: torch.optim.Optimizer, scheduler: Any, check: bool = True
+         ) -> dict[str, Any]:
+    """Restore a checkpoint in place; raises CheckpointError (nothing loaded) when it is not whole.
+    `check=False` skips the hashing when the caller has just verified it."""
+    problem = verify(path) if check else None
     if problem is not None:
         raise CheckpointError(problem)
     policy.load_adapter(path / "adapter")

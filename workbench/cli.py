@@ -302,6 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from store import StoreError
+    from workbench.checkpoint import CheckpointError
     from workbench.config import ConfigError
     from workbench.models import ModelNotFoundError
     from workbench.rollout.vllm import BackendUnavailable
@@ -311,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.fn(args)
     except (ConfigError, StoreError, TaskFileError, VerifierError, ModelNotFoundError, BackendUnavailable,
-            FileNotFoundError) as exc:  # the user's input: say what is wrong, no traceback
+            CheckpointError, FileNotFoundError) as exc:  # the user's input: say what is wrong, no traceback
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

@@ -15,7 +15,6 @@ import collections
 import dataclasses
 import hashlib
 import json
-import math
 import random
 import time
 from collections.abc import Callable
@@ -32,12 +31,12 @@ from workbench import grpo
 from workbench.config import Config
 from workbench.envs import env_for_config
 from workbench.eval import EvalResult, evaluate
-from workbench.logprobs import sequence_logprobs
 from workbench.models import Policy, load_policy
 from workbench.rollout.runner import Rollout, Sampling, run_rollouts
 from workbench.sft import run_sft, sft_examples
 from workbench.tasks import load_task_source
 from workbench.types import Score, Task
+from workbench.update import policy_update, update_items
 from workbench.verifiers import Verifier, get_verifier, load_verifier_code
 from workbench.verifiers.metrics import classify
 from workbench.view.evaluations import should_promote
@@ -75,24 +74,6 @@ def make_engine(cfg: Config, policy: Policy, work_dir: Path | None = None) -> An
     return vllm.make(cfg, policy, work_dir=work_dir)
 
 
-def truncated_is_weights(trainer_logps: torch.Tensor, sampling_logps: torch.Tensor, mask: torch.Tensor,
-                         cap: float) -> tuple[torch.Tensor, dict[str, float]]:
-    """Truncated importance sampling for an engine that is not the trainer (vLLM), as TRL does.
-
-    The engine sampled from p_engine, the loss is for p_trainer: weight each token by
-    min(p_trainer / p_engine, cap). Also returns the mismatch as metrics: `mismatch_kl`, the k3 estimate
-    of KL(p_engine || p_trainer) over the sampled tokens (r - 1 - log r), the ratio's mean and the share cut."""
-    log_r = (trainer_logps - sampling_logps) * mask
-    ratio = log_r.exp()
-    n = mask.sum().clamp(min=1.0)
-    metrics = {
-        "mismatch_kl": float(((ratio - 1 - log_r) * mask).sum() / n),
-        "is_ratio/mean": float((ratio * mask).sum() / n),
-        "is_ratio/clipped_frac": float(((ratio > cap) & (mask > 0)).sum() / n),
-    }
-    return ratio.clamp(max=cap) * mask, metrics
-
-
 def task_row(task: Task) -> dict[str, Any]:
     # The content hash in the key keeps an edited tasks file from rewriting the tasks older runs point at.
     digest = hashlib.sha256(json.dumps(task.to_dict(), sort_keys=True).encode()).hexdigest()[:10]
@@ -101,25 +82,6 @@ def task_row(task: Task) -> dict[str, Any]:
         "prompt": task.prompt, "expected_tool": task.expected_tool, "expected_args": task.expected_args,
         "tools": task.tools, "extra": task.to_dict(),
     }
-
-
-# prompt ids, completion ids, advantage, sampling logps, and the row's weight: 0 for a row without loss
-# (overlong filtering), else 1, or its share of the episode's tokens (multi-turn, episode weighting, grpo)
-Item = tuple[list[int], list[int], float, list[float], float]
-
-
-def _chunks(items: list[Item], size: int) -> list[list[Item]]:
-    """Micro-batches for the update, in step order: a group's samples sit together, and every prompt of a
-    step starts with the same harness, so each micro-batch's common prefix runs once."""
-    return [items[i : i + size] for i in range(0, len(items), size)]
-
-
-def _padded(rows: list[list[float]], like: torch.Tensor) -> torch.Tensor:
-    """Per-token values right-padded with 0 to `like`'s [N, T] (the completion layout of the log-prob pass)."""
-    out = torch.zeros_like(like, dtype=like.dtype)
-    for i, r in enumerate(rows):
-        out[i, : len(r)] = torch.tensor(r[: like.shape[1]], dtype=like.dtype)
-    return out
 
 
 class Trainer:
@@ -349,10 +311,9 @@ class Trainer:
                 return False
         return True
 
-    def _train_score(self, rollout: Rollout, score: Score | None = None) -> Score:
+    def _train_score(self, rollout: Rollout, score: Score) -> Score:
         """The verifier's score plus, with `overlong_buffer`, DAPO's soft overlong penalty (its own part) on the
         longest assistant turn (each turn is generated up to max_completion_length)."""
-        score = self.score(rollout) if score is None else score
         if self.cfg.overlong_buffer <= 0 or score.error is not None:
             return score
         longest = max((len(seg.completion.token_ids) for seg in rollout.segments), default=0)
@@ -372,6 +333,9 @@ class Trainer:
         (seed, step, round), so a resume redoes the same refills. False when a stop was requested."""
         used = {id(t) for t in tasks}
         for rnd in range(1, self.cfg.dynamic_sampling_max_refills + 1):
+            rows = [s for grp in groups for s in grp]
+            if sum(s.score.error is not None for s in rows) > self.cfg.max_verifier_error_frac * len(rows):
+                break  # a broken verifier: more groups would only cost time before the error budget pauses
             missing = len(tasks) - sum(self._informative(grp) for grp in groups)
             pool = [t for t in self.train_tasks if id(t) not in used]
             if missing <= 0 or not pool:
@@ -457,129 +421,29 @@ class Trainer:
             "truncated": int(r.truncated), "latency": r.latency_s, "error": s.score.error, **fields,
         }
 
-    def _lr_at(self, step: int, lr: float | None = None) -> float:
-        """The learning rate at `step`: `lr` (default the live one) through the warm-up."""
+    def _lr_at(self, step: int, lr: float) -> float:
+        """The learning rate at `step`: `lr` through the warm-up."""
         warm = self.cfg.warmup_steps
-        return (self.lr if lr is None else lr) * (min(1.0, step / warm) if warm > 0 else 1.0)
+        return lr * (min(1.0, step / warm) if warm > 0 else 1.0)
 
     def _update(self, groups: list[list[Scored]], advantages: list[list[float | None]], keep: list[bool],
-                micro_batch: int = 16, skip_zero_advantage: bool = True, *, temperature: float | None = None,
-                lr: float | None = None) -> dict[str, float]:
-        """num_iterations optimizer steps on the kept groups' segments, micro-batched, exactly normalised.
-
-        `temperature` and `lr` default to the step's (what it sampled and started with), else the live ones.
-        Without a KL term a segment whose advantage is 0 (every member of a zero-variance group) has loss 0
-        and gradient 0 under every loss type, so it gets no forward or backward pass; the normalisers still
-        count it, so the gradient is the whole batch's. Late in a run most groups are such (all 1.0).
-        The per-token metrics (entropy, clip ratios) are then over the segments that carry gradient.
-
-        Each assistant turn is a row. With `multi_turn_weighting: episode` an episode's turns weigh as one
-        sequence, as TRL's single masked sequence would: grpo weights each turn's token mean by its share of
-        the episode's tokens, and grpo and dr_grpo count episodes, not turns (token-level dapo and bnpo are
-        the same either way); `turn` weighs each turn as a sequence. Single-turn runs are identical. With
-        `mask_truncated_completions` a truncated episode has no loss and no pass: it still counts as a
-        sequence (as in TRL) but its tokens are out of the token normalisers. A non-finite gradient norm
-        skips that optimizer step (the gradients are dropped) and is counted in `skipped_nonfinite_grad`."""
-        loss_type = self.cfg.loss_type
-        by_episode = self.cfg.multi_turn_weighting == "episode"
-        items: list[Item] = []
-        n_seqs = 0  # what grpo and dr_grpo average over: episodes, or turns
-        for grp, adv, k in zip(groups, advantages, keep, strict=True):
-            if not k:
-                continue
-            for s, a in zip(grp, adv, strict=True):
-                if a is None:
-                    continue
-                segs = [seg for seg in s.rollout.segments if seg.completion.token_ids]  # an empty one has no token
-                if not segs:
-                    continue
-                n_seqs += 1 if by_episode else len(segs)
-                masked = self.cfg.mask_truncated_completions and s.rollout.truncated
-                ep_tokens = sum(len(seg.completion.token_ids) for seg in segs)
-                for seg in segs:
-                    ids = seg.completion.token_ids
-                    w = 0.0 if masked else (len(ids) / ep_tokens if by_episode and loss_type == "grpo" else 1.0)
-                    items.append((seg.prompt_ids, ids, a, seg.completion.logprobs, w))
-        live = [it for it in items if it[4] > 0]  # rows with a loss (overlong filtering drops the others)
-        if not live:
-            return {"loss": 0.0, "update_skipped": 1.0}
-        level = self.cfg.importance_sampling_level
-        eps_low, eps_high = self.cfg.epsilon, self.cfg.epsilon_high
-        model = self.policy.model
-        pad = self.policy.tokenizer.pad_token_id or 0
-        if temperature is None:
-            temperature = self.temperature if self._step_temperature is None else self._step_temperature
-        if lr is None:
-            lr = self.lr if self._step_lr is None else self._step_lr
-        temp = temperature if temperature > 0 else 1.0
-        total_tokens = sum(len(it[1]) for it in live)  # normalisers: over every segment with a loss, skipped or not
-        work = [it for it in live if it[2] != 0.0] if skip_zero_advantage and self.cfg.beta == 0 else live
-        work = work or live  # all zero: run them anyway, so the optimizer step is the same as ever
-        work_tokens = sum(len(it[1]) for it in work)
-        chunks = _chunks(work, micro_batch)
-
-        def logprobs(m: Any, ch: list[Item], entropy: bool = False) -> tuple:
-            prompts, comps = [it[0] for it in ch], [it[1] for it in ch]
-            return sequence_logprobs(m, prompts, comps, temp, pad_token_id=pad, return_entropy=entropy)
-
-        old: list[torch.Tensor | None] = [None] * len(chunks)
-        ref: list[torch.Tensor | None] = [None] * len(chunks)
-        model.train()  # old log-probs in the update's own mode (LoRA dropout), so the first ratio is 1
-        with torch.no_grad():
-            for j, ch in enumerate(chunks):
-                if self.cfg.num_iterations > 1:
-                    old[j] = logprobs(model, ch)[0]
-                if self.cfg.beta > 0:
-                    with self.policy.reference() as ref_model:
-                        ref[j] = logprobs(ref_model, ch)[0]
-        for group in self.optimizer.param_groups:
-            group["lr"] = self._lr_at(self.step + 1, lr)
-        model.train()
-        sums: dict[str, float] = {}
-        grad_norm = 0.0
-        skipped = 0
-        for _ in range(self.cfg.num_iterations):
-            self.optimizer.zero_grad(set_to_none=True)
-            for j, ch in enumerate(chunks):
-                logps, mask, ent = logprobs(model, ch, entropy=True)
-                adv = torch.tensor([it[2] for it in ch], dtype=logps.dtype)
-                seq_w = None if all(it[4] == 1.0 for it in ch) else torch.tensor([it[4] for it in ch], dtype=logps.dtype)
-                old_j = old[j] if old[j] is not None else logps.detach()
-                is_w = None
-                if self.is_correction:
-                    is_w, is_m = truncated_is_weights(old_j, _padded([it[3] for it in ch], logps), mask.to(logps.dtype),
-                                                      self.cfg.vllm_is_cap)
-                    for k, v in is_m.items():
-                        sums[k] = sums.get(k, 0.0) + v * float(mask.sum()) / work_tokens
-                loss, m = grpo.policy_loss(
-                    logps, old_j, adv, mask.to(logps.dtype), loss_type=loss_type, importance_sampling_level=level,
-                    epsilon_low=eps_low, epsilon_high=eps_high, beta=self.cfg.beta, ref_logps=ref[j],
-                    max_completion_length=self.cfg.max_completion_length, entropies=ent.detach(),
-                    num_items_in_batch=total_tokens if loss_type == "dapo" else None, sampling_is_weights=is_w,
-                    sequence_weights=seq_w,
-                )
-                chunk_tokens = float(mask.sum())
-                # Chunks sum to the whole batch's loss: each normaliser is linear in its chunk.
-                weight = {"dapo": 1.0, "bnpo": chunk_tokens / total_tokens}.get(loss_type, len(ch) / n_seqs)
-                (loss * weight).backward()
-                tok_w = chunk_tokens / work_tokens
-                sums["loss"] = sums.get("loss", 0.0) + float(loss.detach()) * weight
-                for k, v in m.items():
-                    sums[k] = sums.get(k, 0.0) + v * tok_w
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.policy.trainable_parameters(), self.cfg.max_grad_norm))
-            if math.isfinite(grad_norm):
-                self.optimizer.step()
-            else:  # NaN/inf would reach every weight (and Adam's moments): drop this step's gradients instead
-                self.optimizer.zero_grad(set_to_none=True)
-                skipped += 1
-                self.log(f"step {self.step + 1}: non-finite gradient norm ({grad_norm}); optimizer step skipped")
-        model.eval()
-        self.engine.update_weights(self.policy)
-        out = {k: v / self.cfg.num_iterations for k, v in sums.items()}
-        out["grad_norm"] = grad_norm if math.isfinite(grad_norm) else -1.0
-        out["num_tokens"] = float(total_tokens)
-        out["update_tokens"] = float(work_tokens)
-        out["skipped_nonfinite_grad"] = float(skipped)
+                micro_batch: int = 16, skip_zero_advantage: bool = True) -> dict[str, float]:
+        """num_iterations optimizer steps on the kept groups' episodes (workbench.update), with the step's
+        temperature and learning rate (what it sampled and started with, set by train_step)."""
+        rows = [(s.rollout, a) for grp, adv, k in zip(groups, advantages, keep, strict=True) if k
+                for s, a in zip(grp, adv, strict=True)]
+        items, n_seqs = update_items(rows, self.cfg)
+        temperature = self.temperature if self._step_temperature is None else self._step_temperature
+        lr = self.lr if self._step_lr is None else self._step_lr
+        out = policy_update(
+            self.policy, self.optimizer, self.cfg, items, n_seqs, temperature=temperature,
+            lr=self._lr_at(self.step + 1, lr), is_correction=self.is_correction, micro_batch=micro_batch,
+            skip_zero_advantage=skip_zero_advantage,
+            on_skip=lambda norm: self.log(f"step {self.step + 1}: non-finite gradient norm ({norm}); "
+                                          "optimizer step skipped"),
+        )
+        if out.get("update_skipped") != 1.0:
+            self.engine.update_weights(self.policy)
         return out
 
     # ----- eval and checkpoints ------------------------------------------------------------------------
@@ -635,32 +499,38 @@ class Trainer:
                   state={"step": self.step, "lr": self.lr, "temperature": self.temperature, "sft_done": self.sft_done})
         return store.metrics.record_checkpoint(self.db, self.run_id, step=self.step, kind=kind, path=str(path))
 
-    def _usable_checkpoints(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-        """(the newest whole checkpoint, the whole SFT ones). A torn or missing one is skipped, named in the
-        log and the run's events, for the one before it (a kill or a full disk mid-write can leave one)."""
-        whole = []
-        for c in store.metrics.list_checkpoints(self.db, self.run_id):
+    def _newest_whole(self, checkpoints: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The newest of these checkpoints that is whole. A torn or missing one (a kill or a full disk
+        mid-write) is skipped for the one before it, and named in the log and the run's events."""
+        for c in sorted(checkpoints, key=lambda c: (c["step"], c["id"]), reverse=True):
+            ckpt.recover(Path(c["path"]))
             problem = ckpt.verify(Path(c["path"]))
             if problem is None:
-                whole.append(c)
-                continue
+                return c
             msg = f"checkpoint #{c['id']} (step {c['step']}, {c['kind']}) is not usable: {problem}; skipped"
             self.log(msg)
             store.runs.add_event(self.db, self.run_id, "checkpoint", msg, {"checkpoint_id": c["id"], "problem": problem})
-        last = max(whole, key=lambda c: (c["step"], c["id"]), default=None)
-        return last, [c for c in whole if c["kind"] == "sft"]
+        return None
 
     def resume(self) -> int | None:
         """Continue from the run's latest checkpoint: later steps' rows are marked superseded, not deleted.
         Returns the step resumed from, or None when the run has no checkpoint (it starts over)."""
-        last, sft = self._usable_checkpoints()
+        checkpoints = store.metrics.list_checkpoints(self.db, self.run_id)
+        last = self._newest_whole(checkpoints)
         if last is None:
             store.trajectories.mark_superseded(self.db, self.run_id, after_step=0)
             return None
-        if self._kl_to_sft and sft:  # the KL reference is the SFT policy: pin it again first
-            self.policy.load_adapter(Path(sft[-1]["path"]) / "adapter")
+        if self._kl_to_sft:  # the KL reference is the SFT policy: pin it again first, from a whole one only
+            sft = self._newest_whole([c for c in checkpoints if c["kind"] == "sft"])
+            if sft is None:
+                raise ckpt.CheckpointError(
+                    f"run {self.run_id}: the KL reference is the SFT policy (reference: sft, beta {self.cfg.beta}) but "
+                    "no whole SFT checkpoint is left (see the events above); nothing was resumed"
+                )
+            self.policy.load_adapter(Path(sft["path"]) / "adapter")
             self._pin_sft_reference()
-        state = ckpt.load(Path(last["path"]), policy=self.policy, optimizer=self.optimizer, scheduler=None)
+        state = ckpt.load(Path(last["path"]), policy=self.policy, optimizer=self.optimizer, scheduler=None,
+                          check=False)  # verified just above
         self.step, self.lr, self.temperature = state["step"], state["lr"], state["temperature"]
         self.sft_done = state["sft_done"]
         self.engine.update_weights(self.policy)

@@ -10,6 +10,7 @@ command) at a safe point.
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,9 +36,10 @@ class DryRunResult:
 
 def _load(code: str, name: str) -> tuple[AnyVerifier | None, str | None]:
     """(the verifier, None) or (None, why it does not load: a message that starts with the line number).
-    User code is loaded in a worker process, so a module body that hangs or crashes is an error here."""
+    User code is loaded in a worker process, so a module body that hangs or crashes is an error here; its
+    print()s go nowhere (they would land on the UI's screen)."""
     try:
-        return load_verifier_code(code, name), None
+        return load_verifier_code(code, name, stderr=subprocess.DEVNULL), None
     except VerifierCompileError as exc:
         line = getattr(exc, "lineno", None)
         return None, (f"line {line}: {exc}" if line and not str(exc).startswith(f"line {line}:") else str(exc))
@@ -105,9 +107,14 @@ def _dry_run(db: sqlite_utils.Database, run_id: int, code: str, verifier: AnyVer
         pairs.append((replay(env, task, r["messages"]), task))
     results = []
     for r, score in zip(rows, verifier.score_many(pairs, timeout_s=cfg.verifier_timeout_s), strict=True):
+        # The trainer adds DAPO's overlong penalty to the verifier's score (its own part): so does the dry
+        # run, or every penalised row would read as changed by the new code.
+        overlong = float((r.get("reward_parts") or {}).get("overlong", 0.0))
+        parts = {**score.parts, "overlong": overlong} if overlong else score.parts
         results.append({
-            "trajectory_id": r["id"], "old_reward": r["reward"], "new_reward": None if score.error else score.total,
-            "new_parts": score.parts, "explanation": score.explanation, "error": score.error,
+            "trajectory_id": r["id"], "old_reward": r["reward"],
+            "new_reward": None if score.error else score.total + overlong, "new_parts": parts,
+            "explanation": score.explanation, "error": score.error,
         })
     errors = sum(1 for x in results if x["error"])
     labelled = [(x, verdicts[x["trajectory_id"]]) for x in results if x["trajectory_id"] in verdicts]

@@ -12,8 +12,10 @@ group, before the update, after the step); while paused the model stays loaded a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
+import sqlite3
 import sys
 import threading
 import time
@@ -149,7 +151,13 @@ class WorkerHooks(Hooks):
 
     def _apply_verifier(self, trainer: Trainer) -> int:
         vid, self.pending_verifier = self.pending_verifier, None
-        trainer.set_verifier(vid)
+        try:
+            trainer.set_verifier(vid)
+        except Exception as exc:  # it dry-ran in the UI, but loading can still fail here (a timeout, a crash)
+            msg = f"verifier {vid} could not be loaded ({type(exc).__name__}: {exc}); the previous one stays active"
+            self.log(msg)
+            store.runs.add_event(self.db, self.run_id, "verifier", msg, {"verifier_id": vid, "error": str(exc)})
+            return trainer.verifier_id
         store.runs.add_event(self.db, self.run_id, "verifier", f"verifier {vid} active from step {trainer.step + 1}")
         return vid
 
@@ -177,10 +185,13 @@ def _heartbeat_loop(db_path: str, run_id: int, token: str, hooks: WorkerHooks, d
     db = store.open_db(db_path)
     try:
         while not done.wait(HEARTBEAT_S):
-            if not store.runs.heartbeat(db, run_id, token):
-                hooks.lock_lost.set()
-                return
-            store.runs.mark_pausing(db, run_id)
+            try:
+                if not store.runs.heartbeat(db, run_id, token):
+                    hooks.lock_lost.set()
+                    return
+                store.runs.mark_pausing(db, run_id)
+            except sqlite3.Error:
+                continue  # a full disk or a long lock: beat again next second (the lock goes stale after 30)
     finally:
         db.close()
 
@@ -222,12 +233,14 @@ def run_worker(db_path: str | Path, run_id: int, *, policy: Any = None, log: Any
         raise
     except BaseException as exc:
         kind = "out of memory" if isinstance(exc, MemoryError) or "out of memory" in str(exc).lower() else type(exc).__name__
-        store.runs.set_status(db, run_id, "crashed", f"{kind}: {str(exc)[:200]}", error=traceback.format_exc())
+        with contextlib.suppress(sqlite3.Error, store.StoreError):  # a full disk must not mask the first error
+            store.runs.set_status(db, run_id, "crashed", f"{kind}: {str(exc)[:200]}", error=traceback.format_exc())
         raise
     finally:
         done.set()
         beat.join(timeout=5)
-        store.runs.release_lock(db, run_id, token)
+        with contextlib.suppress(sqlite3.Error, store.StoreError):  # the lock then goes stale (or the pid check)
+            store.runs.release_lock(db, run_id, token)
         db.close()
     return status
 

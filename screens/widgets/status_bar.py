@@ -79,7 +79,7 @@ def status_text(
 
 def banner_text(run: Run, state: RunState, now: float) -> Text | None:
     """None when all is well; otherwise the one line the user must not miss."""
-    if run.status == "crashed":
+    if state.crashed:
         line = first_line(run.error) or run.status_reason or "no error recorded"
         return Text(f"CRASHED: {line}  (x: full traceback)", style="bold")
     if state.live_without_worker:

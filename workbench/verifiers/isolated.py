@@ -13,16 +13,20 @@ What runs where
   both re-import the parent's `__main__` in the child, which for `python -m workbench.worker` is the trainer
   and torch (measured: 1.2-1.9 s a start and 640 MB of address space before a memory limit could be set).
   The worker sets RLIMIT_AS (`memory_limit_bytes`, default 1 GiB) and RLIMIT_CORE 0, ignores SIGINT (the
-  parent handles Ctrl-C), points its stdout at stderr (a `print` cannot corrupt the pipe), exits when its
-  parent goes, and only then loads the code: the module body runs there too, under the limit and
-  `load_timeout_s`.
+  parent handles Ctrl-C), points its stdout at its stderr (a `print` cannot corrupt the pipe), dies with its
+  parent (Linux: PR_SET_PDEATHSIG, a SIGKILL even while user code holds the GIL; elsewhere a watcher thread),
+  and only then loads the code: the module body runs there too, under the limit and `load_timeout_s`.
+  Its stderr is the `stderr` parameter: None (default) inherits the parent's (the trainer's run log);
+  the UI's dry run passes `subprocess.DEVNULL`, so a verifier's print()s never reach the screen.
 
 What crosses the boundary (length-prefixed pickles on two pipes)
-  parent -> worker: ("load", code, name), then ("score", [(row, pickle of (Output, Task)), ...]): each row
-  pickled on its own, so an input that cannot cross fails alone.
-  worker -> parent: ("loaded", pid) or ("load_error", kind, message, lineno); then ("row", row, result) for
-  each row as soon as it is scored, result = ("ok", total, parts, explanation, error) or ("error", message),
-  plain floats and strs only (the user's objects never come back).
+  parent -> worker: ("load", code, name), then ("score", batch, [(row, pickle of (Output, Task)), ...]): each
+  row pickled on its own, so an input that cannot cross fails alone.
+  worker -> parent: ("loaded", pid) or ("load_error", kind, message, lineno); then ("row", batch, row, result)
+  for each row as soon as it is scored, result = ("ok", total, parts, explanation, error) or ("error",
+  message), plain floats and strs only (the user's objects never come back). A result of another batch is
+  ignored; and a batch interrupted in the parent (KeyboardInterrupt, MemoryError) kills every worker with
+  rows in flight, so none is left answering an old batch.
 
 Failures, recorded as `Score.error` on the row (its 0.0 total is a placeholder, never trained on)
   exception      "ZeroDivisionError: division by zero (line 3)"                    worker kept
@@ -38,6 +42,7 @@ fresh worker (started on demand, it loads the code again).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import os
 import pickle
@@ -68,6 +73,7 @@ DEFAULT_MEMORY_LIMIT = 1 << 30  # bytes of address space per worker (RLIMIT_AS)
 DEFAULT_WORKERS = 1
 DEFAULT_LOAD_TIMEOUT_S = 10.0  # interpreter start + the module body (an `import numpy` fits)
 _PARENT_POLL_S = 1.0
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # One thread per native library: thread pools reserve address space, which counts against RLIMIT_AS.
 _ONE_THREAD = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 
@@ -94,7 +100,7 @@ def exit_reason(rc: int | None) -> str:
 class _Worker:
     """One worker process and its two pipes (ours: `inbox` reads its results, `outbox` sends it work)."""
 
-    def __init__(self, memory_limit_bytes: int | None):
+    def __init__(self, memory_limit_bytes: int | None, stderr: Any = None):
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         boot = (f"import sys; sys.path[:] = {list(sys.path)!r}; "
@@ -102,7 +108,7 @@ class _Worker:
                 f"_child_main({memory_limit_bytes!r}, {os.getpid()})")
         try:
             self.proc = subprocess.Popen([sys.executable, "-c", boot], stdin=to_child_r, stdout=from_child_w,
-                                         env={**os.environ, **_ONE_THREAD}, close_fds=True)
+                                         stderr=stderr, env={**os.environ, **_ONE_THREAD}, close_fds=True)
         except BaseException:
             for fd in (to_child_w, from_child_r):
                 os.close(fd)
@@ -167,12 +173,16 @@ def _to_score(result: tuple[Any, ...]) -> Score:
 
 class IsolatedVerifier:
     """A verifier whose code runs in worker processes. The same surface as `Verifier`: `name`, `code`,
-    `sha256`, `score`, `score_many`, `close`; `score*` never raise (see the module docstring)."""
+    `sha256`, `score`, `score_many`, `close`; `score*` never raise (see the module docstring), except for
+    an interrupt of this process (KeyboardInterrupt, MemoryError), which propagates. `stderr`: where the
+    workers' stdout and stderr go, as `subprocess.Popen`'s (None: this process's stderr; `subprocess.DEVNULL`,
+    a file)."""
 
     isolated = True
 
     def __init__(self, code: str, name: str = "user", *, memory_limit_bytes: int | None = DEFAULT_MEMORY_LIMIT,
-                 workers: int = DEFAULT_WORKERS, load_timeout_s: float = DEFAULT_LOAD_TIMEOUT_S):
+                 workers: int = DEFAULT_WORKERS, load_timeout_s: float = DEFAULT_LOAD_TIMEOUT_S,
+                 stderr: Any = None):
         if workers < 1:
             raise ValueError("workers must be >= 1")
         self.name = name
@@ -180,10 +190,11 @@ class IsolatedVerifier:
         self.sha256 = hashlib.sha256(code.encode("utf-8")).hexdigest()
         self.memory_limit_bytes = memory_limit_bytes
         self.load_timeout_s = load_timeout_s
+        self.stderr = stderr
         self.timeouts = 0  # rows killed for running past the timeout
-        self.crashes = 0  # worker deaths while scoring
         self.starts = 0  # worker processes started (the first, extra pool members, replacements)
         self._slots: list[_Worker | None] = [None] * workers
+        self._batch = 0  # tags each score message and its results
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _close_all, self._slots)
         # Load now, in a worker: compile errors are raised here, as by the in-process loader.
@@ -210,7 +221,7 @@ class IsolatedVerifier:
 
     def _start(self) -> _Worker:
         """A new worker with the code loaded; raises VerifierCompileError / VerifierError as loading does."""
-        w = _Worker(self.memory_limit_bytes)
+        w = _Worker(self.memory_limit_bytes, self.stderr)
         self.starts += 1
         try:
             w.outbox.send(("load", self.code, self.name))
@@ -222,6 +233,9 @@ class IsolatedVerifier:
         except (EOFError, OSError):
             rc = w.reap()
             raise VerifierError(f"verifier process died while loading the code ({exit_reason(rc)})") from None
+        except BaseException:  # interrupted mid-load: the worker is in no slot, nothing else would end it
+            w.kill()
+            raise
         if reply[0] == "load_error":
             w.close()
             _, kind, message, lineno = reply
@@ -261,9 +275,23 @@ class IsolatedVerifier:
 
     def _run(self, todo: list[int], payloads: dict[int, bytes], results: list[Score | None],
              timeout_s: float | None) -> None:
+        self._batch += 1
+        inflight: dict[int, list[int]] = {}  # slot -> rows sent and not answered yet, in order
+        try:
+            self._run_batch(self._batch, todo, payloads, results, timeout_s, inflight)
+        except BaseException:
+            # Interrupted (KeyboardInterrupt, MemoryError, ...): a worker with rows in flight would answer
+            # them into the next batch, maybe mid-message. Kill it; the next score starts a fresh one.
+            for j in inflight:
+                w, self._slots[j] = self._slots[j], None
+                if w is not None:
+                    w.kill()
+            raise
+
+    def _run_batch(self, batch: int, todo: list[int], payloads: dict[int, bytes], results: list[Score | None],
+                   timeout_s: float | None, inflight: dict[int, list[int]]) -> None:
         k = min(len(self._slots), len(todo))
         queues = [deque(todo[j * len(todo) // k:(j + 1) * len(todo) // k]) for j in range(k)]
-        inflight: dict[int, list[int]] = {}  # slot -> rows sent and not answered yet, in order
         started: dict[int, float] = {}  # slot -> when its current row started
         send_retries = [1] * k
 
@@ -290,9 +318,11 @@ class IsolatedVerifier:
                     continue
                 rows = list(queue)
                 queue.clear()
+                inflight[j] = rows  # before the send: an interrupt mid-send leaves a half message
                 try:
-                    w.outbox.send(("score", [(i, payloads[i]) for i in rows]))
+                    w.outbox.send(("score", batch, [(i, payloads[i]) for i in rows]))
                 except OSError as e:  # it died between the check and the send: try a fresh one once
+                    del inflight[j]
                     w.kill()
                     self._slots[j] = None
                     if send_retries[j] > 0:
@@ -302,7 +332,6 @@ class IsolatedVerifier:
                         for i in rows:
                             results[i] = Score(total=0.0, error=f"could not reach the verifier process: {e}")
                     continue
-                inflight[j] = rows
                 started[j] = time.monotonic()
             if not inflight:
                 continue
@@ -315,13 +344,14 @@ class IsolatedVerifier:
                 j = by_conn[conn]  # type: ignore[index]
                 while j in inflight and conn.poll(0):  # every result already in the pipe
                     try:
-                        _, i, result = conn.recv()  # type: ignore[misc]
+                        _, of_batch, i, result = conn.recv()  # type: ignore[misc]
                     except (EOFError, OSError):
-                        self.crashes += 1
                         fail(j, "verifier process died ({reason})", kill=False)
                         break
                     except Exception as e:  # a result that does not unpickle here: charge the row in progress
-                        _, i, result = None, inflight[j][0], ("error", f"unreadable verifier result: {e}"[:300])
+                        of_batch, i, result = batch, inflight[j][0], ("error", f"unreadable verifier result: {e}"[:300])
+                    if of_batch != batch:  # an older batch's answer (cannot happen while interrupts kill)
+                        continue
                     rows = inflight[j]  # answers come in the order sent
                     results[rows.pop(rows.index(i) if i in rows else 0)] = _to_score(result)
                     started[j] = time.monotonic()
@@ -334,11 +364,6 @@ class IsolatedVerifier:
                     fail(j, timeout_error(timeout_s), kill=True)
 
 
-def load_isolated(code: str, name: str = "user", **kw: Any) -> IsolatedVerifier:
-    """`IsolatedVerifier(code, name, ...)`: the code is loaded in a worker now (errors raise here)."""
-    return IsolatedVerifier(code, name, **kw)
-
-
 # ----- the worker's side -------------------------------------------------------------------------------
 
 def _exit_with_parent(parent_pid: int) -> None:
@@ -346,6 +371,29 @@ def _exit_with_parent(parent_pid: int) -> None:
         time.sleep(_PARENT_POLL_S)
         if os.getppid() != parent_pid:  # the trainer died (even SIGKILL): an orphan has nothing to do
             os._exit(0)
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """End this worker when its parent goes, even by SIGKILL.
+
+    Linux: PR_SET_PDEATHSIG, SIGKILL from the kernel; a thread could not do it while user code holds the GIL
+    (a catastrophic regex is C code that never lets go), and the orphan would spin at 100% CPU under init.
+    Then the parent pid is checked once: a parent that died before the prctl left us reparented already.
+    Caveat: the signal comes when the *thread* that started this process ends, not the process. Workers are
+    started by the thread that first scores (or loads): the worker's or trainer's main thread, or in the UI a
+    Textual thread worker that ends with the dry run, by when its pool is closed anyway. A worker killed that
+    way while its pool lives reads as a crash of the row in progress, or is replaced on the next score.
+    Elsewhere (or if prctl fails): a daemon thread polls the parent pid each second (not while the GIL is held).
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0:
+                if os.getppid() != parent_pid:
+                    os._exit(0)
+                return
+        except (OSError, AttributeError):
+            pass
+    threading.Thread(target=_exit_with_parent, args=(parent_pid,), name="verifier-parent-watch", daemon=True).start()
 
 
 def _apply_limits(memory_limit_bytes: int | None) -> None:
@@ -390,9 +438,9 @@ def _child_main(memory_limit_bytes: int | None, parent_pid: int) -> None:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    os.dup2(2, 1)  # print() in a verifier goes to the parent's stderr, never into the pipe
+    os.dup2(2, 1)  # print() in a verifier goes to our stderr (the pool's `stderr`), never into the pipe
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=_exit_with_parent, args=(parent_pid,), name="verifier-parent-watch", daemon=True).start()
+    _die_with_parent(parent_pid)
     _apply_limits(memory_limit_bytes)
     verifier: Verifier | None = None
     while True:
@@ -413,8 +461,9 @@ def _child_main(memory_limit_bytes: int | None, parent_pid: int) -> None:
                 reply = ("load_error", "compile", short_error(e, f"<verifier {name}>"), None)
             outbox.send(reply)
         elif msg[0] == "score" and verifier is not None:
-            for i, payload in msg[1]:
-                outbox.send(("row", i, _score_row(verifier, payload, memory_limit_bytes)))
+            _, batch, rows = msg
+            for i, payload in rows:
+                outbox.send(("row", batch, i, _score_row(verifier, payload, memory_limit_bytes)))
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # not a normal exit: a verifier's atexit hooks or non-daemon threads must not keep it alive

@@ -76,6 +76,10 @@ class RunState:
         return self.worker == "alive"
 
     @property
+    def crashed(self) -> bool:
+        return self.status == "crashed"
+
+    @property
     def live_without_worker(self) -> bool:
         """The status says a worker is at work but none answers: the banner shouts, r starts one."""
         return self.status in LIVE_STATUSES and not self.alive

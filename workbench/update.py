@@ -1,0 +1,178 @@
+"""The policy update of one GRPO step: the scored episodes' turns as rows, then `num_iterations` optimizer
+steps over them, micro-batched and exactly normalised (the trainer decides what is kept and when).
+
+Without a KL term a row whose advantage is 0 (every member of a zero-variance group) has loss 0 and gradient
+0 under every loss type, so it gets no forward or backward pass; the normalisers still count it, so the
+gradient is the whole batch's. Late in a run most groups are such (all 1.0). The per-token metrics
+(entropy, clip ratios) are then over the rows that carry gradient.
+
+Each assistant turn is a row. With `multi_turn_weighting: episode` an episode's turns weigh as one sequence,
+as TRL's single masked sequence would: grpo weights each turn's token mean by its share of the episode's
+tokens, and grpo and dr_grpo count episodes, not turns (token-level dapo and bnpo are the same either way);
+`turn` weighs each turn as a sequence. Single-turn runs are identical. With `mask_truncated_completions` a
+truncated episode has no loss and no pass: it still counts as a sequence (as in TRL) but its tokens are out
+of the token normalisers. A non-finite gradient norm skips that optimizer step (the gradients are dropped)
+and is counted in `skipped_nonfinite_grad`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from workbench import grpo
+from workbench.config import Config
+from workbench.logprobs import sequence_logprobs
+from workbench.rollout.runner import Rollout
+
+# prompt ids, completion ids, advantage, sampling logps, and the row's weight: 0 for a row without loss
+# (overlong filtering), else 1, or its share of the episode's tokens (multi-turn, episode weighting, grpo)
+Item = tuple[list[int], list[int], float, list[float], float]
+
+
+def truncated_is_weights(trainer_logps: torch.Tensor, sampling_logps: torch.Tensor, mask: torch.Tensor,
+                         cap: float) -> tuple[torch.Tensor, dict[str, float]]:
+    """Truncated importance sampling for an engine that is not the trainer (vLLM), as TRL does.
+
+    The engine sampled from p_engine, the loss is for p_trainer: weight each token by
+    min(p_trainer / p_engine, cap). Also returns the mismatch as metrics: `mismatch_kl`, the k3 estimate
+    of KL(p_engine || p_trainer) over the sampled tokens (r - 1 - log r), the ratio's mean and the share cut."""
+    log_r = (trainer_logps - sampling_logps) * mask
+    ratio = log_r.exp()
+    n = mask.sum().clamp(min=1.0)
+    metrics = {
+        "mismatch_kl": float(((ratio - 1 - log_r) * mask).sum() / n),
+        "is_ratio/mean": float((ratio * mask).sum() / n),
+        "is_ratio/clipped_frac": float(((ratio > cap) & (mask > 0)).sum() / n),
+    }
+    return ratio.clamp(max=cap) * mask, metrics
+
+
+def _chunks(items: list[Item], size: int) -> list[list[Item]]:
+    """Micro-batches for the update, in step order: a group's samples sit together, and every prompt of a
+    step starts with the same harness, so each micro-batch's common prefix runs once."""
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _padded(rows: list[list[float]], like: torch.Tensor) -> torch.Tensor:
+    """Per-token values right-padded with 0 to `like`'s [N, T] (the completion layout of the log-prob pass)."""
+    out = torch.zeros_like(like, dtype=like.dtype)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = torch.tensor(r[: like.shape[1]], dtype=like.dtype)
+    return out
+
+
+def update_items(episodes: Sequence[tuple[Rollout, float | None]], cfg: Config) -> tuple[list[Item], int]:
+    """(the rows of the episodes that have an advantage, the sequence count grpo and dr_grpo average over)."""
+    by_episode = cfg.multi_turn_weighting == "episode"
+    items: list[Item] = []
+    n_seqs = 0
+    for rollout, a in episodes:
+        if a is None:
+            continue
+        segs = [seg for seg in rollout.segments if seg.completion.token_ids]  # an empty one has no token
+        if not segs:
+            continue
+        n_seqs += 1 if by_episode else len(segs)
+        masked = cfg.mask_truncated_completions and rollout.truncated
+        ep_tokens = sum(len(seg.completion.token_ids) for seg in segs)
+        for seg in segs:
+            ids = seg.completion.token_ids
+            w = 0.0 if masked else (len(ids) / ep_tokens if by_episode and cfg.loss_type == "grpo" else 1.0)
+            items.append((seg.prompt_ids, ids, a, seg.completion.logprobs, w))
+    return items, n_seqs
+
+
+def policy_update(
+    policy: Any,
+    optimizer: torch.optim.Optimizer,
+    cfg: Config,
+    items: list[Item],
+    n_seqs: int,
+    *,
+    temperature: float,
+    lr: float,
+    is_correction: bool = False,
+    micro_batch: int = 16,
+    skip_zero_advantage: bool = True,
+    on_skip: Callable[[float], None] = lambda grad_norm: None,
+) -> dict[str, float]:
+    """`cfg.num_iterations` optimizer steps at learning rate `lr` on `items`; the step's metrics."""
+    live = [it for it in items if it[4] > 0]  # rows with a loss (overlong filtering drops the others)
+    if not live:
+        return {"loss": 0.0, "update_skipped": 1.0}
+    loss_type, level = cfg.loss_type, cfg.importance_sampling_level
+    model = policy.model
+    pad = policy.tokenizer.pad_token_id or 0
+    temp = temperature if temperature > 0 else 1.0
+    total_tokens = sum(len(it[1]) for it in live)  # normalisers: over every row with a loss, skipped or not
+    work = [it for it in live if it[2] != 0.0] if skip_zero_advantage and cfg.beta == 0 else live
+    work = work or live  # all zero: run them anyway, so the optimizer step is the same as ever
+    work_tokens = sum(len(it[1]) for it in work)
+    chunks = _chunks(work, micro_batch)
+
+    def logprobs(m: Any, ch: list[Item], entropy: bool = False) -> tuple:
+        prompts, comps = [it[0] for it in ch], [it[1] for it in ch]
+        return sequence_logprobs(m, prompts, comps, temp, pad_token_id=pad, return_entropy=entropy)
+
+    old: list[torch.Tensor | None] = [None] * len(chunks)
+    ref: list[torch.Tensor | None] = [None] * len(chunks)
+    model.train()  # old log-probs in the update's own mode (LoRA dropout), so the first ratio is 1
+    with torch.no_grad():
+        for j, ch in enumerate(chunks):
+            if cfg.num_iterations > 1:
+                old[j] = logprobs(model, ch)[0]
+            if cfg.beta > 0:
+                with policy.reference() as ref_model:
+                    ref[j] = logprobs(ref_model, ch)[0]
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    model.train()
+    sums: dict[str, float] = {}
+    grad_norm = 0.0
+    skipped = 0
+    for _ in range(cfg.num_iterations):
+        optimizer.zero_grad(set_to_none=True)
+        for j, ch in enumerate(chunks):
+            logps, mask, ent = logprobs(model, ch, entropy=True)
+            adv = torch.tensor([it[2] for it in ch], dtype=logps.dtype)
+            seq_w = None if all(it[4] == 1.0 for it in ch) else torch.tensor([it[4] for it in ch], dtype=logps.dtype)
+            old_j = old[j] if old[j] is not None else logps.detach()
+            is_w = None
+            if is_correction:
+                is_w, is_m = truncated_is_weights(old_j, _padded([it[3] for it in ch], logps), mask.to(logps.dtype),
+                                                  cfg.vllm_is_cap)
+                for k, v in is_m.items():
+                    sums[k] = sums.get(k, 0.0) + v * float(mask.sum()) / work_tokens
+            loss, m = grpo.policy_loss(
+                logps, old_j, adv, mask.to(logps.dtype), loss_type=loss_type, importance_sampling_level=level,
+                epsilon_low=cfg.epsilon, epsilon_high=cfg.epsilon_high, beta=cfg.beta, ref_logps=ref[j],
+                max_completion_length=cfg.max_completion_length, entropies=ent.detach(),
+                num_items_in_batch=total_tokens if loss_type == "dapo" else None, sampling_is_weights=is_w,
+                sequence_weights=seq_w,
+            )
+            chunk_tokens = float(mask.sum())
+            # Chunks sum to the whole batch's loss: each normaliser is linear in its chunk.
+            weight = {"dapo": 1.0, "bnpo": chunk_tokens / total_tokens}.get(loss_type, len(ch) / n_seqs)
+            (loss * weight).backward()
+            tok_w = chunk_tokens / work_tokens
+            sums["loss"] = sums.get("loss", 0.0) + float(loss.detach()) * weight
+            for k, v in m.items():
+                sums[k] = sums.get(k, 0.0) + v * tok_w
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), cfg.max_grad_norm))
+        if math.isfinite(grad_norm):
+            optimizer.step()
+        else:  # NaN/inf would reach every weight (and Adam's moments): drop this step's gradients instead
+            optimizer.zero_grad(set_to_none=True)
+            skipped += 1
+            on_skip(grad_norm)
+    model.eval()
+    out = {k: v / cfg.num_iterations for k, v in sums.items()}
+    out["grad_norm"] = grad_norm if math.isfinite(grad_norm) else -1.0
+    out["num_tokens"] = float(total_tokens)
+    out["update_tokens"] = float(work_tokens)
+    out["skipped_nonfinite_grad"] = float(skipped)
+    return out
