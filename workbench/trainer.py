@@ -521,7 +521,8 @@ class Trainer:
             store.trajectories.mark_superseded(self.db, self.run_id, after_step=0)
             return None
         if self._kl_to_sft:  # the KL reference is the SFT policy: pin it again first, from a whole one only
-            sft = self._newest_whole([c for c in checkpoints if c["kind"] == "sft"])
+            # The newest whole checkpoint may itself be the SFT one: already verified, not hashed again.
+            sft = last if last["kind"] == "sft" else self._newest_whole([c for c in checkpoints if c["kind"] == "sft"])
             if sft is None:
                 raise ckpt.CheckpointError(
                     f"run {self.run_id}: the KL reference is the SFT policy (reference: sft, beta {self.cfg.beta}) but "

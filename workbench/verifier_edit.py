@@ -72,6 +72,17 @@ def replay(env: Any, task: Task, messages: list[dict[str, Any]]) -> Output:
     return episode.output()
 
 
+def applicable_version(db: sqlite_utils.Database, run_id: int, verifier_id: int) -> dict[str, Any]:
+    """The stored version a `set_verifier` command names, when it may become the run's verifier: a version of
+    this run with a successful dry run. Raises ValueError (the command's answer) otherwise."""
+    row = store.verifiers.get_verifier(db, verifier_id)
+    if row is None or row["run_id"] != run_id:
+        raise ValueError(f"verifier {verifier_id} is not a version of run {run_id}")
+    if not (row.get("dry_run") or {}).get("ok"):
+        raise ValueError(f"verifier {verifier_id} has no successful dry run; dry-run it before applying")
+    return row
+
+
 def _agrees(reward: float | None, verdict: str) -> bool:
     return reward is not None and ((reward >= GOOD_AT) == (verdict == "good"))
 

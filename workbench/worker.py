@@ -26,6 +26,7 @@ from typing import Any
 import store
 from workbench.config import config_from_dict
 from workbench.trainer import Hooks, Scored, Trainer
+from workbench.verifier_edit import applicable_version
 from workbench.view.run_state import ERROR_BUDGET_PAUSE, STALE_AFTER_S
 
 POLL_S = 0.25  # paused: how often the command table is read (one indexed query)
@@ -123,12 +124,7 @@ class WorkerHooks(Hooks):
             return {"message": f"held-out success {m.get('success_rate', 0.0):.3f} at step {trainer.step}",
                     "metrics": {k: v for k, v in m.items() if isinstance(v, (int, float))}}
         if kind == "set_verifier":
-            vid = int(payload["verifier_id"])
-            row = store.verifiers.get_verifier(self.db, vid)
-            if row is None or row["run_id"] != self.run_id:
-                raise ValueError(f"verifier {vid} is not a version of run {self.run_id}")
-            if not (row.get("dry_run") or {}).get("ok"):
-                raise ValueError(f"verifier {vid} has no successful dry run; dry-run it before applying")
+            vid = int(applicable_version(self.db, self.run_id, int(payload["verifier_id"]))["id"])
             self.pending_verifier = vid
             if where in STEP_BOUNDARIES:
                 return {"verifier_id": self._apply_verifier(trainer), "applied": True}
@@ -181,7 +177,7 @@ def probe(trainer: Trainer, task_id: int, n: int) -> list[int]:
     return store.trajectories.insert_trajectories(trainer.db, rows)
 
 
-def _heartbeat_loop(db_path: str, run_id: int, token: str, hooks: WorkerHooks, done: threading.Event) -> None:
+def heartbeat_loop(db_path: str, run_id: int, token: str, hooks: WorkerHooks, done: threading.Event) -> None:
     db = store.open_db(db_path)
     try:
         while not done.wait(HEARTBEAT_S):
@@ -204,7 +200,7 @@ def run_worker(db_path: str | Path, run_id: int, *, policy: Any = None, log: Any
     token = store.runs.acquire_lock(db, run_id, stale_after_s=STALE_AFTER_S)
     hooks = WorkerHooks(db, run_id, token, log=log, db_path=db_path)
     done = threading.Event()
-    beat = threading.Thread(target=_heartbeat_loop, args=(db_path, run_id, token, hooks, done), daemon=True)
+    beat = threading.Thread(target=heartbeat_loop, args=(db_path, run_id, token, hooks, done), daemon=True)
     beat.start()
 
     def on_term(signum: int, frame: Any) -> None:  # SIGTERM: stop at the next safe point, checkpointed

@@ -53,10 +53,11 @@ import store
 from workbench.envs import Harness, SingleTurnEnv
 from workbench.trainer import task_row
 from workbench.types import Task
+from workbench.verifier_edit import applicable_version
 from workbench.verifiers import get_verifier, load_verifier_code
 from workbench.verifiers.metrics import classify
 from workbench.view.run_state import STALE_AFTER_S
-from workbench.worker import HEARTBEAT_S, POLL_S, LockLost, _heartbeat_loop
+from workbench.worker import HEARTBEAT_S, POLL_S, LockLost, heartbeat_loop
 
 REWARD_NAME = "workbench"
 # TRL's log names -> the names our trainer writes (the UI's curves read these); TRL's own names are kept too.
@@ -209,7 +210,7 @@ class WorkbenchCallback(TrainerCallback):
                 config=_workbench_config(args, model_name, self.name, self.verifier_name, self.harness),
                 harness=self.harness.to_dict())
         self.token = store.runs.acquire_lock(self.db, self.run_id, stale_after_s=STALE_AFTER_S)
-        self._beat = threading.Thread(target=_heartbeat_loop, daemon=True,
+        self._beat = threading.Thread(target=heartbeat_loop, daemon=True,
                                       args=(self.db_path, self.run_id, self.token, self, self._done))
         self._beat.start()
         store.runs.add_event(self.db, self.run_id, "trl_config", "TRL GRPOConfig",
@@ -486,12 +487,8 @@ class WorkbenchCallback(TrainerCallback):
                 sched._last_lr = [g["lr"] for g in opt.param_groups]
             return {"message": f"learning rate {lr:g} from step {step + 1}", "lr": lr, "applied": True}
         if kind == "set_verifier":
-            vid = int(payload["verifier_id"])
-            row = store.verifiers.get_verifier(self.db, vid)
-            if row is None or row["run_id"] != self.run_id:
-                raise ValueError(f"verifier {vid} is not a version of run {self.run_id}")
-            if not (row.get("dry_run") or {}).get("ok"):
-                raise ValueError(f"verifier {vid} has no successful dry run; dry-run it before applying")
+            row = applicable_version(self.db, self.run_id, int(payload["verifier_id"]))
+            vid = int(row["id"])
             try:  # it dry-ran in the UI, but loading can still fail here: then the previous version stays
                 v = load_verifier_code(row["code"], row["name"])
             except Exception as exc:
