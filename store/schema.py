@@ -80,5 +80,19 @@ _V2 = ["ALTER TABLE evals ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0"]
 # unsafe as JSON): "success" is the eval's rule, stored with the row, not re-derived from the reward.
 _V3 = ["ALTER TABLE trajectories ADD COLUMN outcome TEXT"]
 
-MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3)]
+# v4: shared prompt prefixes stored once (the harness system prompt was ~60% of a row's bytes), and each
+# episode's exact token ids and sampling log-probs (store/tokens.py), so nothing downstream re-tokenises.
+# `trajectories.messages` holds the messages after the prefix; `trajectory_messages` shows both in sqlite3.
+_V4 = [
+    """CREATE TABLE prefixes (
+        hash TEXT PRIMARY KEY, kind TEXT NOT NULL CHECK (kind IN ('messages', 'tokens')), body NOT NULL,
+        created REAL NOT NULL)""",
+    "ALTER TABLE trajectories ADD COLUMN prefix TEXT REFERENCES prefixes(hash)",
+    "ALTER TABLE trajectories ADD COLUMN token_trace BLOB",
+    """CREATE VIEW trajectory_messages AS
+        SELECT t.id, t.run_id, t.step, p.body AS prefix_messages, t.messages
+        FROM trajectories t LEFT JOIN prefixes p ON p.hash = t.prefix""",
+]
+
+MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -1,18 +1,24 @@
 """Trajectories: batch inserts (one transaction a batch), keyset pages with filters, live follow by id.
 
 Nothing is deleted: trajectories of a step past the last checkpoint are marked superseded on resume.
+
+Shared prefixes are stored once (schema v4): a row's leading `prefix_messages` messages (default: its leading
+system messages) go to the `prefixes` table by content hash, and so do the first `token_prefix_len` prompt ids
+of its `token_trace`. Every full-row read puts them back, so callers see whole `messages` and traces.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import sqlite_utils
 
-from store.db import StoreError, dumps, now, write_txn
+from store import tokens
+from store.db import StoreError, dumps, loads, now, write_txn
 from store.rows import decode, one
 
 # Insert columns and whether each is stored as JSON. Required ones have no default below.
@@ -21,8 +27,11 @@ COLUMNS: dict[str, bool] = {
     "messages": True, "completion": False, "tool_calls": True, "reward": False, "reward_parts": True,
     "explanation": False, "verifier_id": False, "advantage": False, "prompt_tokens": False, "tokens": False,
     "truncated": False, "latency": False, "error": False, "checkpoint_id": False, "eval_id": False,
-    "outcome": True,
+    "outcome": True, "prefix": False, "token_trace": False,
 }
+# Insert-only hints, not columns: how much of a row is shared with its step (see the module docstring).
+HINTS = ("prefix_messages", "token_prefix_len")
+_ALLOWED = frozenset(COLUMNS) | frozenset(HINTS)
 REQUIRED = ("run_id", "step", "split", "messages", "completion")
 DEFAULTS = {"group_idx": 0, "sample_idx": 0, "truncated": 0}  # the schema's defaults, for omitted fields
 _INSERT_SQL = (
@@ -36,35 +45,133 @@ LIST_COLUMNS = (
 
 
 _NAMES = tuple(COLUMNS)
-_JSON_AT = tuple(i for i, is_json in enumerate(COLUMNS.values()) if is_json)
+_JSON_AT = tuple(i for i, is_json in enumerate(COLUMNS.values()) if is_json and _NAMES[i] != "messages")
+_MESSAGES_AT = _NAMES.index("messages")
+_PREFIX_AT = _NAMES.index("prefix")
+_TRACE_AT = _NAMES.index("token_trace")
+_INSERT_PREFIX_SQL = "INSERT OR IGNORE INTO prefixes (hash, kind, body, created) VALUES (?, ?, ?, ?)"
 
 
-def _row_values(row: dict[str, Any], t: float) -> list[Any]:
-    if not row.keys() <= COLUMNS.keys():
-        raise StoreError(f"trajectory has unknown field(s) {sorted(row.keys() - COLUMNS.keys())}; known: {list(COLUMNS)}")
+def _digest(body: bytes) -> bytes:
+    return hashlib.blake2b(body, digest_size=16).digest()
+
+
+class _Prefixes:
+    """The distinct prefixes of one batch, keyed by content: hashed once each, written once each."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, tuple[str, str, Any]] = {}  # hash -> (hash, kind, body)
+        self._by_body: dict[Any, str] = {}
+
+    def add(self, kind: str, body: str | bytes) -> str:
+        key = self._by_body.get(body)
+        if key is None:
+            raw = body.encode() if isinstance(body, str) else body
+            key = _digest(kind.encode() + b"\0" + raw).hex()
+            self._by_body[body] = key
+            self.rows[key] = (key, kind, body)
+        return key
+
+
+def _shared_messages(row: dict[str, Any], messages: list[Any]) -> int:
+    n = row.get("prefix_messages")
+    if n is None:  # by default the leading system messages: the harness, identical across a run
+        n = 0
+        for m in messages:
+            if not (isinstance(m, dict) and m.get("role") == "system"):
+                break
+            n += 1
+    if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= len(messages):
+        raise StoreError(f"trajectory prefix_messages must be an int in 0..{len(messages)}, got {n!r}")
+    return n
+
+
+def _row_values(row: dict[str, Any], t: float, prefixes: _Prefixes) -> list[Any]:
+    if not row.keys() <= _ALLOWED:
+        raise StoreError(f"trajectory has unknown field(s) {sorted(row.keys() - _ALLOWED)}; known: {list(COLUMNS)}")
+    if any(row.get(k) is None for k in REQUIRED):
+        raise StoreError(f"trajectory is missing required field(s) {[k for k in REQUIRED if row.get(k) is None]}")
     values = [row.get(k, DEFAULTS.get(k)) for k in _NAMES]
     for i in _JSON_AT:
         if values[i] is not None:
             values[i] = dumps(values[i])
-    if any(row.get(k) is None for k in REQUIRED):
-        raise StoreError(f"trajectory is missing required field(s) {[k for k in REQUIRED if row.get(k) is None]}")
+    messages = row["messages"]
+    if isinstance(messages, list):
+        n = _shared_messages(row, messages)
+        values[_PREFIX_AT] = prefixes.add("messages", dumps(messages[:n])) if n else None
+        values[_MESSAGES_AT] = dumps(messages[n:] if n else messages)
+    else:
+        values[_PREFIX_AT] = None
+        values[_MESSAGES_AT] = dumps(messages)
+    trace = row.get("token_trace")
+    if trace is not None:
+        values[_TRACE_AT] = _trace_blob(row, trace, prefixes)
     values.append(t)
     return values
+
+
+def _trace_blob(row: dict[str, Any], trace: Any, prefixes: _Prefixes) -> bytes:
+    if isinstance(trace, bytes):
+        return trace
+    if not isinstance(trace, list) or not all(isinstance(s, dict) for s in trace):
+        raise StoreError("trajectory token_trace must be a list of {prompt_ids, completion_ids, logprobs} dicts")
+    n = int(row.get("token_prefix_len") or 0)
+    if n and (not trace or n > len(trace[0]["prompt_ids"])):
+        raise StoreError(f"trajectory token_prefix_len {n} is longer than its first prompt")
+    key = bytes.fromhex(prefixes.add("tokens", tokens.ids_bytes(list(trace[0]["prompt_ids"][:n])))) if n else None
+    try:
+        return tokens.encode_trace(trace, key, n)
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        raise StoreError(f"trajectory token_trace is malformed: {exc}") from exc
 
 
 def insert_trajectories(db: sqlite_utils.Database, rows: Sequence[dict[str, Any]]) -> list[int]:
     """Insert a batch in one transaction (readers never see half of it); returns the new ids in order."""
     t = now()
-    values = [_row_values(r, t) for r in rows]  # validate everything before writing anything
+    prefixes = _Prefixes()
+    values = [_row_values(r, t, prefixes) for r in rows]  # validate everything before writing anything
     with write_txn(db):
+        if prefixes.rows:
+            db.conn.executemany(_INSERT_PREFIX_SQL, [(*p, t) for p in prefixes.rows.values()])
         start = db.execute("SELECT COALESCE(MAX(id), 0) FROM trajectories").fetchone()[0]
         db.conn.executemany(_INSERT_SQL, values)
     # Ids are contiguous: inside our write transaction nobody else can insert, and ids are MAX+1.
     return list(range(start + 1, start + 1 + len(values)))
 
 
+# Prefixes never change once written, so a process caches them by hash (bounded: a run has a handful).
+_PREFIX_CACHE: dict[str, Any] = {}
+
+
+def _prefix(db: sqlite_utils.Database, key: str) -> Any:
+    body = _PREFIX_CACHE.get(key)
+    if body is None:
+        row = db.execute("SELECT kind, body FROM prefixes WHERE hash = ?", [key]).fetchone()
+        if row is None:
+            raise StoreError(f"prefix {key} is missing from the prefixes table (the database was edited by hand?)")
+        body = loads(row[1]) if row[0] == "messages" else tokens.ids_from_bytes(row[1])
+        if len(_PREFIX_CACHE) > 1024:
+            _PREFIX_CACHE.clear()
+        _PREFIX_CACHE[key] = body
+    return body
+
+
+def expand(db: sqlite_utils.Database, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Full rows as they were inserted: shared prefix messages put back, the token trace decoded."""
+    for row in rows:
+        key = row.get("prefix")
+        if key and isinstance(row.get("messages"), list):
+            row["messages"] = [*_prefix(db, key), *row["messages"]]
+        blob = row.get("token_trace")
+        if isinstance(blob, bytes):
+            ref = tokens.trace_prefix(blob)
+            row["token_trace"] = tokens.decode_trace(blob, _prefix(db, ref.hex()) if ref else None)
+    return rows
+
+
 def get_trajectory(db: sqlite_utils.Database, trajectory_id: int) -> dict[str, Any] | None:
-    return one(db.execute("SELECT * FROM trajectories WHERE id = ?", [trajectory_id]))
+    row = one(db.execute("SELECT * FROM trajectories WHERE id = ?", [trajectory_id]))
+    return expand(db, [row])[0] if row else None
 
 
 @dataclass
@@ -174,11 +281,12 @@ def trajectories_since(
 ) -> list[dict[str, Any]]:
     """New rows of a run since `after_id`, oldest first: what a live pane polls."""
     cols = "*" if full else LIST_COLUMNS
-    return decode(
+    rows = decode(
         db.execute(
             f"SELECT {cols} FROM trajectories WHERE run_id = ? AND id > ? ORDER BY id LIMIT ?", [run_id, after_id, limit]
         )
     )
+    return expand(db, rows) if full else rows
 
 
 def group_members(db: sqlite_utils.Database, trajectory_id: int) -> list[dict[str, Any]]:
@@ -188,13 +296,13 @@ def group_members(db: sqlite_utils.Database, trajectory_id: int) -> list[dict[st
     ).fetchone()
     if row is None:
         return []
-    return decode(
+    return expand(db, decode(
         db.execute(
             "SELECT * FROM trajectories WHERE run_id = ? AND step = ? AND split = ? AND group_idx = ? "
             "AND superseded = ? AND eval_id IS ? ORDER BY sample_idx, id",
             list(row),
         )
-    )
+    ))
 
 
 def step_rewards(db: sqlite_utils.Database, run_id: int, step: int, split: str = "train") -> list[dict[str, Any]]:
@@ -209,12 +317,12 @@ def step_rewards(db: sqlite_utils.Database, run_id: int, step: int, split: str =
 
 def last_trajectories(db: sqlite_utils.Database, run_id: int, n: int, *, split: str = "train") -> list[dict[str, Any]]:
     """The newest n live trajectories with their messages (what a verifier dry run re-scores)."""
-    return decode(
+    return expand(db, decode(
         db.execute(
             "SELECT * FROM trajectories WHERE run_id = ? AND split = ? AND superseded = 0 ORDER BY id DESC LIMIT ?",
             [run_id, split, n],
         )
-    )
+    ))
 
 
 def mark_superseded(db: sqlite_utils.Database, run_id: int, after_step: int) -> int:
