@@ -7,7 +7,7 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-vllm setup lint bench-store clean-venv
+.PHONY: demo test test-vllm test-web setup lint bench-store clean-venv
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -46,6 +46,12 @@ $(VLLM_STAMP): pyproject.toml
 
 test-vllm: $(VLLM_STAMP)
 	$(VLLM_VENV)/bin/python -m pytest -q -m vllm tests
+
+# `workbench serve` in headless Chromium (tests/test_web.py): Debian's chromium, Playwright's client pointed at
+# it (never `playwright install`: nothing is downloaded). Saves docs/web.png.
+test-web: $(STAMP)
+	@command -v chromium >/dev/null 2>&1 || { echo "test-web needs chromium: apt-get install -y chromium"; exit 2; }
+	WORKBENCH_WEB_TEST=1 $(PY) -m pytest -q -m web tests/test_web.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -25,12 +25,12 @@ from screens.dashboard import DashboardScreen
 from screens.evals_screen import EvalsScreen
 from screens.events_screen import EventsScreen
 from screens.help_screen import HelpScreen
-from screens.modals import ConfirmScreen, PromptScreen
+from screens.modals import ConfirmScreen, PromptScreen, QuitScreen
 from screens.palette import WorkbenchCommands
 from screens.runs_screen import RunsScreen
 from screens.trajectory_screen import TrajectoryScreen
 from screens.verifier_editor import VerifierEditorScreen
-from workbench.view import ACTIONS, Run, RunState, View, allowed, key_action, start_worker
+from workbench.view import ACTIONS, BACKGROUND_NICE, Run, RunState, View, allowed, key_action, start_worker
 
 PaletteEntry = tuple[str, str, Callable[[], Any]]
 # Keys that open a screen: hidden while that screen is open (frees footer room for keys that do something).
@@ -77,8 +77,11 @@ class WorkbenchApp(App[None]):
         poll_s: float = 0.5,
         clock: Callable[[], float] = time.time,
         live_rows: int = 200,
+        ask_on_quit: bool = False,
     ) -> None:
         super().__init__()
+        self.ask_on_quit = ask_on_quit  # `workbench demo`: q asks whether the worker keeps training
+        self.quit_choice: str | None = None  # "keep" or "stop" when the user answered that question
         self.db_path = str(db_path)
         self.poll_s, self.clock, self.live_rows = poll_s, clock, live_rows
         # Validate here (on a throwaway connection) so a bad --db or --run fails before the screen opens.
@@ -167,7 +170,7 @@ class WorkbenchApp(App[None]):
 
     @work(thread=True, group="start-worker", exclusive=True, exit_on_error=False)
     def _start_worker(self, run_id: int) -> None:
-        proc = start_worker(self.db_path, run_id)
+        proc = start_worker(self.db_path, run_id, nice=BACKGROUND_NICE)
         self.post_message(self.WorkerStarted(getattr(proc, "pid", None)))
 
     def on_workbench_app_worker_started(self, message: WorkerStarted) -> None:
@@ -254,10 +257,29 @@ class WorkbenchApp(App[None]):
         name = self.current_run.name if self.current_run else ""
         # Before the first checkpoint (baseline eval, SFT warm-up) there is nothing to save: say so.
         first = self.view is None or self.run_id is None or self.view.latest_checkpoint(self.run_id) is not None
-        what = ("The worker finishes its current group, saves a checkpoint and exits." if first else
+        what = ("The worker stops at its next safe point (within a second), saves a checkpoint of the last "
+                "finished step and exits." if first else
                 "No checkpoint yet (the first is written when the SFT warm-up ends): the worker exits at its "
                 "next safe point and a resume starts the warm-up over. Everything stored so far is kept.")
         self.push_screen(ConfirmScreen(f"Stop run #{self.run_id} {name}?", what, yes="Stop"), answered)
+
+    async def action_quit(self) -> None:
+        """Quit; from `workbench demo`, with a worker training, first ask whether it keeps training."""
+        state = self.state()
+        if not (self.ask_on_quit and state is not None and state.alive and not self.stop_chosen
+                and self.run_id is not None) or isinstance(self.screen, QuitScreen):
+            self.exit()
+            return
+
+        def answered(choice: str | None) -> None:
+            if choice is None:
+                return
+            if choice == "stop" and self.view is not None and self.run_id is not None:
+                self.view.enqueue(self.run_id, "stop")  # one INSERT, here: a thread worker dies with the app
+            self.quit_choice = choice
+            self.exit()
+
+        self.push_screen(QuitScreen(self.run_id, self.db_path), answered)
 
     def dashboard(self) -> DashboardScreen | None:
         return next((s for s in self.screen_stack if isinstance(s, DashboardScreen)), None)
@@ -313,6 +335,9 @@ class WorkbenchApp(App[None]):
         self.push_screen(PromptScreen(title, value="" if current is None else str(current)), got)
 
 
-def run_tui(db_path: str | Path = "workbench.db", run_id: int | None = None) -> None:
-    """What `workbench tui [--db FILE] [--run ID]` calls."""
-    WorkbenchApp(db_path, run_id).run()
+def run_tui(db_path: str | Path = "workbench.db", run_id: int | None = None, *, ask_on_quit: bool = False) -> str | None:
+    """What `workbench tui [--db FILE] [--run ID]` calls; returns the quit question's answer ("keep",
+    "stop", or None when it was not asked)."""
+    app = WorkbenchApp(db_path, run_id, ask_on_quit=ask_on_quit)
+    app.run()
+    return app.quit_choice

@@ -9,13 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid
+from textual.events import DescendantFocus, Resize
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer
+from textual.widgets import Footer, Static
 
 from screens.curves import StepSeries
 from screens.format import task_label
@@ -27,6 +29,7 @@ from screens.widgets.tasks_pane import TasksPane
 from workbench.view import (
     Checkpoint,
     Eval,
+    Progress,
     Step,
     Task,
     TaskRow,
@@ -43,6 +46,8 @@ if TYPE_CHECKING:
 FEED_LIMIT = 500  # rows per poll; a backlog drains over a few polls instead of one long one
 TASK_SERIES_CAP = 20_000  # rows read to build a task's reward curve (newest first)
 SLOW_EVERY = 4  # polls between reads of things that change rarely (evals, checkpoint, verifier)
+NARROW_BELOW = 120  # columns: below this the panes take turns at the full width (keys 1-4)
+PANES = (("tasks", "Tasks"), ("rollouts", "Rollouts"), ("scores", "Scores"), ("curves", "Curves"))
 
 
 @dataclass
@@ -69,6 +74,8 @@ class DashboardScreen(Screen):
         Binding("left_square_bracket", "curve(-1)", "Prev curve", id="dashboard.prev_curve", show=False),
         Binding("escape", "clear_task", "All tasks", id="dashboard.clear_task", tooltip="Clear the task filter"),
         Binding("x", "show_error", "Traceback", id="dashboard.show_error", tooltip="The crashed worker's traceback"),
+        *(Binding(str(i), f"pane('{key}')", title, id=f"dashboard.pane_{key}", show=False)
+          for i, (key, title) in enumerate(PANES, 1)),
     ]
 
     class Loaded(Message):
@@ -99,6 +106,8 @@ class DashboardScreen(Screen):
         self._last_status: str | None = None
         self._last_lock: str | None = None  # the lock token at the last poll: a new one is a new worker
         self._task_series: StepSeries | None = None
+        self.progress: Progress | None = None
+        self.front = "rollouts"  # the pane shown when the terminal is narrow
 
     @property
     def wb(self) -> Host:
@@ -107,6 +116,7 @@ class DashboardScreen(Screen):
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
         yield Banner(id="banner")
+        yield Static(id="pane-tabs")
         with Grid(id="panes"):
             yield TasksPane(id="tasks", classes="pane")
             yield RolloutsPane(max_rows=self.wb.live_rows, id="rollouts", classes="pane")
@@ -116,6 +126,7 @@ class DashboardScreen(Screen):
 
     def on_mount(self) -> None:
         self.sub_title = self.wb.current_run.name if self.wb.current_run else ""
+        self._show_pane(self.front)
         self.reload()
         self.set_interval(self.wb.poll_s, self.poll)
 
@@ -184,6 +195,7 @@ class DashboardScreen(Screen):
             self.reload()
             return
         self._polls += 1
+        self.progress = view.progress(run_id)  # one indexed read: the newest progress event
         rows = view.trajectories_since(run_id, self.last_id, limit=FEED_LIMIT)
         if rows:
             self.last_id = rows[-1].id
@@ -221,7 +233,7 @@ class DashboardScreen(Screen):
         note = f"task {self._task_name()}" if self.task_filter is not None else ""
         bar = self.query_one(StatusBar)
         bar.show(status_text(run, state, self.steps, verifier=self.verifier, checkpoint=self.checkpoint,
-                             task_note=note, width=bar.content_size.width))
+                             task_note=note, width=bar.content_size.width, progress=self.progress))
         self.query_one(Banner).show(banner_text(run, state, now))
         self.query_one(TasksPane).redraw()
         if self._score_dirty and self.loaded:
@@ -234,6 +246,37 @@ class DashboardScreen(Screen):
         if self.score_step is None or view is None or run_id is None:
             return []
         return view.step_rows(run_id, self.score_step, task_id=self.task_filter)
+
+    # ---- narrow terminals: one pane at a time -------------------------------------------------------
+
+    def on_resize(self, event: Resize) -> None:
+        self.set_class(event.size.width < NARROW_BELOW, "-narrow")
+
+    def _show_pane(self, key: str) -> None:
+        self.front = key
+        for k, _ in PANES:
+            self.query_one(f"#{k}").set_class(k == key, "-front")
+        tabs = Text(no_wrap=True)
+        for i, (k, title) in enumerate(PANES, 1):
+            tabs.append(f" {i} {title} ", style="reverse bold" if k == key else "dim")
+        self.query_one("#pane-tabs", Static).update(tabs)
+
+    def action_pane(self, key: str) -> None:
+        """Bring a pane to the front (narrow) and focus what it holds."""
+        self._show_pane(key)
+        pane = self.query_one(f"#{key}")
+        target = next((w for w in pane.query("*") if w.focusable), None)
+        if target is not None:
+            target.focus()
+        elif pane.focusable:
+            pane.focus()
+
+    def on_descendant_focus(self, event: DescendantFocus) -> None:
+        for k, _ in PANES:  # the focused pane is the one in front (tab moves between panes' tables)
+            if self.query_one(f"#{k}") in event.widget.ancestors_with_self:
+                if k != self.front:
+                    self._show_pane(k)
+                return
 
     # ---- task filter ---------------------------------------------------------------------------------
 

@@ -1,5 +1,7 @@
-"""Evaluations: the baseline and each checkpoint on held-out tasks, with CIs, the best one marked, and flags
-for the usual ways GRPO goes wrong (overfitting, length drift, JSON regressions)."""
+"""Evaluations: the baseline and each checkpoint on the validation split (which decides promotion) with the
+test split's success beside it (reported only), CIs, the best and promoted ones marked with why, success
+per skill, and flags for the usual ways GRPO goes wrong (overfitting, length drift, JSON regressions).
+`s` shows the test split's own table."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from screens.format import num, pct
 from workbench.view import (
     Checkpoint,
     Eval,
+    EvalRow,
     Step,
     View,
     baseline_value,
@@ -25,6 +28,7 @@ from workbench.view import (
     eval_flags,
     eval_points,
     eval_rows,
+    skill_rows,
 )
 
 if TYPE_CHECKING:
@@ -33,7 +37,8 @@ if TYPE_CHECKING:
 # Widths include a one-space gap (no cell padding), so all twelve columns fit 80 terminal columns.
 COLUMNS = (("", "mark", 7), ("step", "step", 5), ("mode", "mode", 7), ("json", "json", 5), ("tool", "tool", 5),
            ("args", "args", 5), ("success 95%CI", "success", 15), ("Δbase", "delta", 6), ("unsafe", "unsafe", 7),
-           ("lat", "latency", 6), ("tok", "tokens", 4), ("n", "n", 4))
+           ("test", "test", 6), ("tok", "tokens", 4), ("n", "n", 4))
+SPLIT_ROLE = {"validation": "decides promotion", "test": "reported only, decides nothing"}
 
 
 class EvalsScreen(Screen):
@@ -41,16 +46,20 @@ class EvalsScreen(Screen):
     BINDINGS = [
         Binding("escape", "back", "Back", id="evals.back"),
         Binding("m", "toggle_mode", "Mode", id="evals.mode", tooltip="Show greedy / sampled / all evals"),
+        Binding("s", "toggle_split", "Split", id="evals.split", tooltip="Show the validation / test split"),
     ]
 
     class Loaded(Message):
-        def __init__(self, evals: list[Eval], checkpoints: list[Checkpoint], steps: list[Step]) -> None:
+        def __init__(self, evals: list[Eval], checkpoints: list[Checkpoint], steps: list[Step],
+                     promotion: str | None = None) -> None:
             super().__init__()
             self.evals, self.checkpoints, self.steps = evals, checkpoints, steps
+            self.promotion = promotion  # the last promotion decision's message (why), if any
 
     def __init__(self) -> None:
         super().__init__()
         self.mode: str | None = None  # None: all modes
+        self.split = "validation"
         self.evals: list[Eval] = []
         self.best: Eval | None = None
         self._count = -1
@@ -66,6 +75,7 @@ class EvalsScreen(Screen):
             table.add_column(label, key=key, width=width)
         yield table
         yield Static(id="evals-flags")
+        yield Static(id="evals-skills")
         yield PlotextPlot(id="evals-plot")
         yield Footer(compact=True)
 
@@ -85,14 +95,20 @@ class EvalsScreen(Screen):
         assert run_id is not None
         with View.open(self.wb.db_path) as view, view.snapshot():
             evals, checkpoints, steps = view.evals(run_id), view.checkpoints(run_id), view.steps(run_id)
-        self.post_message(self.Loaded(evals, checkpoints, steps))
+            decisions = [e for e in view.last_events(run_id, 500) if e.kind == "promotion"]
+        promoted = [e for e in decisions if ": promoted:" in e.message]
+        why = (promoted or decisions)[-1].message if decisions else None
+        self.post_message(self.Loaded(evals, checkpoints, steps, why))
 
     def on_evals_screen_loaded(self, message: Loaded) -> None:
         self._count = len(message.evals)
-        rows = eval_rows(message.evals, message.checkpoints, self.mode)
+        rows = eval_rows(message.evals, message.checkpoints, self.mode, split=self.split)
         self.evals = [r.eval for r in rows]
-        self.best = best_eval(self.evals)
-        base_success = baseline_value(self.evals)
+        self.best = best_eval(self.evals)  # validation only: test rows never get a best or a promotion mark
+        base_success = baseline_value(self.evals) if self.split == "validation" else next(
+            (r.eval.success for r in rows if r.eval.is_baseline), None)
+        # The test split's success beside each validation row: the same policy (step, checkpoint, mode).
+        tests = {(e.step, e.checkpoint_id, e.mode, e.is_baseline): e for e in message.evals if e.split == "test"}
         table = self.query_one(DataTable)
         table.clear()
         for r in rows:  # baseline first, then checkpoints in step order
@@ -117,7 +133,9 @@ class EvalsScreen(Screen):
                 pct(e.metric("correct_args_rate")), success,
                 Text("" if delta is None else f"{100 * delta:+.0f}pp", style="green" if (delta or 0) > 0 else "red"),
                 Text(pct(unsafe), style="bold red" if (unsafe or 0) > 0 else ""),
-                f"{num(e.metric('mean_latency_s'), 2)}s", num(e.metric("mean_tokens"), 0), str(e.metrics.get("n", "–")),
+                pct(t.success) if self.split == "validation" and (
+                    t := tests.get((e.step, e.checkpoint_id, e.mode, e.is_baseline))) else "",
+                num(e.metric("mean_tokens"), 0), str(e.metrics.get("n", "–")),
                 key=str(e.id),
             )
         mode = self.mode or "all modes"
@@ -126,10 +144,13 @@ class EvalsScreen(Screen):
         if promoted is not None and promoted is not self.best:
             best += f" · promoted: step {promoted.step} ({pct(promoted.success, 1)})"
         self.query_one("#evals-title", Static).update(
-            Text(f"Evaluations on held-out tasks · {mode} (m switches){best}", style="bold")
+            Text(f"{self.split.capitalize()} ({SPLIT_ROLE[self.split]}) · {mode} (m, s switch){best}", style="bold")
         )
-        flags = eval_flags(message.steps, self.evals)
+        flags = eval_flags(message.steps, [e for e in message.evals if self.mode is None or e.mode == self.mode])
         body = Text()
+        if message.promotion:
+            body.append("promotion: ", style="bold")
+            body.append(message.promotion + "\n")
         if not flags:
             body.append("no warning flags", style="dim")
         for f in flags:
@@ -137,14 +158,27 @@ class EvalsScreen(Screen):
             body.append(f.message + "\n")
         body.rstrip()
         self.query_one("#evals-flags", Static).update(body)
+        self._show_skills([r for r in rows if r.eval.mode == "greedy"])
         self._plot(self.evals)
+
+    def _show_skills(self, rows: list[EvalRow]) -> None:
+        """Success per skill (tool and argument kind) for base, SFT-only, promoted and the last checkpoint."""
+        header, lines = skill_rows(rows)
+        text = Text()
+        if lines:
+            text.append("per skill  " + "  ".join(h for h in header[2:]) + "\n", style="bold")
+            for line in lines:
+                text.append(f"{line[0]} (n={line[1]}): ", style="")
+                text.append(" → ".join(line[2:]) + "\n", style="dim")
+        text.rstrip()
+        self.query_one("#evals-skills", Static).update(text)
 
     def _plot(self, evals: list[Eval]) -> None:
         plot = self.query_one(PlotextPlot)
         plt = plot.plt
         plt.clear_figure()
-        xs, ys = eval_points(evals)
-        base = baseline_value(evals)
+        xs, ys = eval_points(evals, split=self.split)
+        base = next((e.success for e in evals if e.is_baseline), None)
         if xs:
             plt.plot(xs, ys, marker="braille", color="cyan")
         if base is not None:
@@ -153,8 +187,12 @@ class EvalsScreen(Screen):
             plt.title("no evaluations yet")
         else:
             base_note = f", yellow line: baseline {100 * base:.1f}%" if base is not None else ""
-            plt.title(f"held-out success by step{base_note}")
+            plt.title(f"{self.split} success by step{base_note}")
         plot.refresh()
+
+    def action_toggle_split(self) -> None:
+        self.split = "test" if self.split == "validation" else "validation"
+        self._load()
 
     def action_toggle_mode(self) -> None:
         order = [None, "greedy", "sampled"]

@@ -85,6 +85,16 @@ def call_text(call: ToolCall | None) -> tuple[str, str]:
     return ("", "") if call is None else (call.name, compact_json(call.args))
 
 
+PROMPT_MIN = 12  # a prompt column narrower than this says nothing
+
+
+def prompt_width(pane_width: int, fixed: int, trailing: int = 0, *, roomy: int = 30) -> int:
+    """The prompt column's width in a table whose other columns take `fixed` cells (less a scrollbar),
+    leaving the `trailing` column (an id) its room when the prompt still gets `roomy` cells."""
+    rest = pane_width - fixed - 1
+    return max(PROMPT_MIN, rest - trailing if rest - trailing >= roomy else rest)
+
+
 def task_label(task: Task | None, task_id: int | None, width: int = 14) -> str:
     if task_id is None:
         return "–"

@@ -36,6 +36,38 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(value)
 
 
+class QuitScreen(ModalScreen[str | None]):
+    """Quitting while a worker trains: keep it training in the background ("keep"), stop it ("stop"), or
+    stay (None). Says how to come back either way."""
+
+    BINDINGS = [
+        Binding("k,enter", "answer('keep')", "Keep training", id="quit.keep"),
+        Binding("s", "answer('stop')", "Stop training", id="quit.stop"),
+        Binding("escape,n", "answer(None)", "Cancel", id="quit.cancel"),
+    ]
+
+    def __init__(self, run_id: int, db_path: str) -> None:
+        super().__init__()
+        self.run_id, self.db_path = run_id, db_path
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="modal-box"):
+            yield Label(f"Run #{self.run_id} is training. Keep it training in the background?", classes="modal-title")
+            yield Static(f"It goes on without this window. Come back with `workbench tui --db {self.db_path}`, "
+                         f"see it with `workbench ls --db {self.db_path}`, stop it with "
+                         f"`workbench stop {self.run_id} --db {self.db_path}`.", classes="muted")
+            with Horizontal(classes="modal-buttons"):
+                yield Button("Cancel (esc)", id="cancel", compact=True)
+                yield Button("Stop training (s)", id="stop", variant="error", compact=True)
+                yield Button("Keep training (k)", id="keep", variant="primary", compact=True)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(None if event.button.id == "cancel" else event.button.id)
+
+    def action_answer(self, value: str | None) -> None:
+        self.dismiss(value)
+
+
 class PromptScreen(ModalScreen[str | None]):
     """One line of input; Enter returns it, Escape returns None."""
 

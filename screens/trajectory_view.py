@@ -64,6 +64,8 @@ def side_text(row: Trajectory, labels: list[Label]) -> Group:
     items += [Text("verifier says", style="bold"), Text(row.explanation or "–"), Text("")]
     if row.error:
         items += [Text("error", style="bold red"), Text(row.error, style="red"), Text("")]
+    if row.parse_error:
+        items += [Text("not a tool call", style="bold yellow"), Text(row.parse_error, style="yellow"), Text("")]
     if row.tool_calls:
         calls = [{"name": c.name, "arguments": c.args} for c in row.tool_calls]
         items += [Text("tool calls", style="bold"), Text(compact_json(calls)), Text("")]

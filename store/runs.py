@@ -61,7 +61,7 @@ def mark_pausing(db: sqlite_utils.Database, run_id: int) -> bool:
     """running -> pausing when a pause is queued, in one statement (never over a later "paused")."""
     with write_txn(db):
         changed = db.execute(
-            "UPDATE runs SET status = 'pausing', status_reason = 'pause requested; obeyed after the current group', "
+            "UPDATE runs SET status = 'pausing', status_reason = 'pause requested; obeyed at the next safe point', "
             "updated = ? WHERE id = ? AND status = 'running' AND EXISTS (SELECT 1 FROM commands "
             "WHERE run_id = ? AND kind = 'pause' AND status = 'pending')",
             [now(), run_id, run_id],
@@ -158,14 +158,29 @@ def add_event(db: sqlite_utils.Database, run_id: int | None, kind: str, message:
     return int(cur.lastrowid)
 
 
-def events_since(db: sqlite_utils.Database, run_id: int, after_id: int = 0, limit: int = 200) -> list[dict[str, Any]]:
-    return decode(
-        db.execute("SELECT * FROM events WHERE run_id = ? AND id > ? ORDER BY id LIMIT ?", [run_id, after_id, limit])
-    )
+def _not_kinds(exclude: tuple[str, ...]) -> tuple[str, list[str]]:
+    return (f" AND kind NOT IN ({', '.join('?' * len(exclude))})", list(exclude)) if exclude else ("", [])
 
 
-def last_events(db: sqlite_utils.Database, run_id: int, n: int) -> list[dict[str, Any]]:
+def events_since(db: sqlite_utils.Database, run_id: int, after_id: int = 0, limit: int = 200, *,
+                 exclude_kinds: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    where, args = _not_kinds(exclude_kinds)
+    return decode(db.execute(f"SELECT * FROM events WHERE run_id = ? AND id > ?{where} ORDER BY id LIMIT ?",
+                             [run_id, after_id, *args, limit]))
+
+
+def last_events(db: sqlite_utils.Database, run_id: int, n: int, *,
+                exclude_kinds: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """The run's newest n events, oldest first."""
+    where, args = _not_kinds(exclude_kinds)
     return decode(db.execute(
-        "SELECT * FROM (SELECT * FROM events WHERE run_id = ? ORDER BY id DESC LIMIT ?) ORDER BY id", [run_id, n]
+        f"SELECT * FROM (SELECT * FROM events WHERE run_id = ?{where} ORDER BY id DESC LIMIT ?) ORDER BY id",
+        [run_id, *args, n],
     ))
+
+
+def latest_event(db: sqlite_utils.Database, run_id: int, kind: str) -> dict[str, Any] | None:
+    """The run's newest event of one kind (walks the (run_id, id) index backwards)."""
+    rows = decode(db.execute("SELECT * FROM events WHERE run_id = ? AND kind = ? ORDER BY id DESC LIMIT 1",
+                             [run_id, kind]))
+    return rows[0] if rows else None

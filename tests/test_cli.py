@@ -35,8 +35,8 @@ def test_init_writes_a_starter_project_that_loads(tmp_path, capsys):
     assert {p.name for p in d.iterdir()} == {"tasks.jsonl", "held_out.jsonl", "verifier.py", "config.yaml"}
     import os
 
-    from workbench.cli import check_sources
     from workbench.config import load_config
+    from workbench.preflight import check_sources
 
     cwd = os.getcwd()
     os.chdir(d)  # the starter config's paths are relative to its folder

@@ -75,3 +75,34 @@ def test_report_shows_paired_differences_to_base_and_sft(tmp_path, capsys) -> No
     assert [r["vs_sft"] is None for r in rows] == [True, True, False]
     assert rows[2]["vs_sft"]["delta"] == pytest.approx(0.30) and rows[2]["vs_sft"]["only_candidate"] == 6
     assert rows[2]["vs_base"]["delta"] == pytest.approx(0.60)
+
+
+def test_report_shows_test_beside_validation_with_skills_and_why_promoted(tmp_path, capsys) -> None:
+    db = store.open_db(tmp_path / "wb.db")
+    rid = store.runs.create_run(db, name="r", model="m", config={})
+    tasks = [f"t{i}" for i in range(20)]
+
+    def record(step, n_solved, kind, split, twelve_hour):
+        solved = {t: float(i < n_solved) for i, t in enumerate(tasks)}
+        ck = store.metrics.record_checkpoint(db, rid, step=step, kind=kind, path=str(tmp_path)) if kind else None
+        metrics = {"success_rate": n_solved / 20, "unsafe_rate": 0.0, "solved": solved,
+                   "by_skill": {"tool:calendar.create_event": {"n": 20, "success": n_solved / 20},
+                                "time_12h": {"n": 8, "success": twelve_hour}}}
+        store.metrics.record_eval(db, rid, step=step, tasks={"n": 20, "split": split}, mode="greedy",
+                                  metrics=metrics, checkpoint_id=ck, is_baseline=kind is None)
+        return ck
+
+    record(0, 2, None, "validation", 0.125)
+    record(0, 3, None, "test", 0.25)
+    ck = record(10, 18, "periodic", "validation", 0.875)
+    store.metrics.promote_checkpoint(db, ck)
+    store.runs.add_event(db, rid, "promotion", "step 10: promoted: vs base +80pp [+60, +95]")
+    assert main(["report", "--db", str(tmp_path / "wb.db"), "--run", str(rid)]) == 0
+    out = capsys.readouterr().out
+    assert "validation (decides promotion)" in out and "test (reported only" in out
+    assert "validation: success per skill" in out and "12-hour times" in out and "0.88" in out
+    assert "promoted: step 10: promoted: vs base +80pp" in out
+    assert main(["report", "--db", str(tmp_path / "wb.db"), "--run", str(rid), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["split"], r["label"]) for r in rows] == [("validation", "base"), ("validation", "periodic @ step 10"),
+                                                         ("test", "base")]

@@ -26,8 +26,10 @@ def test_smollm2_sft_then_grpo_step_then_resume(tmp_path):
     db = store.open_db(tmp_path / "wb.db")
     t = Trainer(cfg, db)
     t.run()
-    evals = store.metrics.list_evals(db, t.run_id)
+    every = store.metrics.list_evals(db, t.run_id)
+    evals = [e for e in every if e["tasks"].get("split") != "test"]
     assert len(evals) == 3 and evals[0]["is_baseline"]  # base, after SFT, after step 1
+    assert len(every) == 6  # and each on the test split beside it
     assert evals[0]["metrics"]["n"] == 2
     (step,) = store.metrics.steps_since(db, t.run_id)
     assert step["metrics"]["completions/mean_length"] > 0

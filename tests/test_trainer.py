@@ -1,5 +1,7 @@
 """The step loop on a tiny random model: everything lands in the store, and resume reproduces a step."""
 
+import re
+
 import pytest
 
 import store
@@ -57,8 +59,21 @@ def test_run_writes_everything_to_the_store(tiny_model, tmp_path, verifier_path)
     assert full[0]["messages"][0]["role"] == "system" and full[0]["messages"][-1]["role"] == "assistant"
     kinds = [c["kind"] for c in store.metrics.list_checkpoints(db, rid)]
     assert kinds == ["sft", "periodic", "final"]
-    evals = store.metrics.list_evals(db, rid)
+    every = store.metrics.list_evals(db, rid)
+    evals = [e for e in every if (e["tasks"] or {}).get("split") != "test"]
     assert [e["is_baseline"] for e in evals] == [1, 0, 0, 0]  # baseline, after SFT, step 2, step 3
+    # the test split is evaluated beside validation each time (capped like it), and decides nothing
+    tests = [e for e in every if (e["tasks"] or {}).get("split") == "test"]
+    assert [(e["step"], e["is_baseline"]) for e in tests] == [(e["step"], e["is_baseline"]) for e in evals]
+    assert all(e["tasks"]["n"] == 3 and "by_skill" in e["metrics"] for e in tests)
+    tested = store.trajectories.page_trajectories(
+        db, store.trajectories.TrajectoryFilter(run_id=rid, split="test"), limit=100).rows
+    assert len(tested) == 4 * 3
+    eval_ids = {r[0] for r in db.execute("SELECT DISTINCT eval_id FROM trajectories WHERE split = 'test'")}
+    assert eval_ids == {e["id"] for e in tests}
+    promotions = [e["message"] for e in store.runs.events_since(db, rid) if e["kind"] == "promotion"]
+    # sft, step 2, step 3: each decision is an event that says why
+    assert len(promotions) == 3 and all(re.match(r"step \d+: (not )?promoted: \S", m) for m in promotions)
     assert {"valid_json_rate", "success_rate", "success_ci_low", "unsafe_rate"} <= evals[0]["metrics"].keys()
     held = store.trajectories.page_trajectories(
         db, store.trajectories.TrajectoryFilter(run_id=rid, split="held_out"), limit=100).rows

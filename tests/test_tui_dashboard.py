@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Static
 
 import store
 from screens.app import WorkbenchApp
@@ -375,3 +375,57 @@ async def test_dashboard_follows_a_worker_that_took_the_run_over(fake):
         await wait_until(pilot, lambda: rollouts.table.row_count == n_before - n, what="superseded rows gone")
         assert dash.last_step == 2
         await wait_until(pilot, lambda: not banner.has_class("-shown"), what="the banner to go")
+
+
+async def test_a_narrow_terminal_shows_one_pane_at_a_time(fake):
+    """80x24: one pane at the full width (the focused one), keys 1-4 bring the others; the status one line."""
+    from screens.widgets.scores_pane import ScoresPane
+
+    app = WorkbenchApp(fake.db_path, poll_s=0.1)
+    async with app.run_test(size=(80, 24)) as pilot:
+        dash = await open_dashboard(pilot)
+        await pilot.pause(0.2)
+        panes = {cls: dash.query_one(cls) for cls in (TasksPane, RolloutsPane, ScoresPane, CurvesPane)}
+        assert dash.has_class("-narrow")
+        shown = [cls for cls, p in panes.items() if p.display]
+        assert len(shown) == 1 and app.focused in panes[shown[0]].query("*")
+        await pilot.press("2")
+        await pilot.pause(0.1)
+        assert [cls for cls, p in panes.items() if p.display] == [RolloutsPane]
+        assert panes[RolloutsPane].size.width >= 78 and panes[RolloutsPane].table.has_focus
+        await pilot.press("1")
+        await pilot.pause(0.1)
+        assert [cls for cls, p in panes.items() if p.display] == [TasksPane]
+        table = panes[TasksPane].query_one(DataTable)
+        assert table.has_focus
+        # The prompt comes first and is readable; the numbers fit beside it.
+        assert [str(c.label) for c in table.columns.values()][:2] == ["prompt", "split"]
+        first = table.get_row_at(0)
+        assert len(first[0].plain) >= 30
+        assert dash.query_one(StatusBar).size.height == 1
+    app = WorkbenchApp(fake.db_path, poll_s=0.1)
+    async with app.run_test(size=(200, 50)) as pilot:  # wide: all four side by side
+        dash = await open_dashboard(pilot)
+        await pilot.pause(0.2)
+        assert not dash.has_class("-narrow")
+        assert all(dash.query_one(cls).display for cls in (TasksPane, RolloutsPane))
+
+
+@pytest.mark.parametrize("key, choice, queued", [("k", "keep", []), ("s", "stop", ["stop"]), ("escape", None, [])])
+async def test_q_in_the_demo_asks_whether_the_worker_keeps_training(fake, key, choice, queued):
+    from screens.modals import QuitScreen
+
+    app = WorkbenchApp(fake.db_path, poll_s=0.1, ask_on_quit=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_dashboard(pilot)
+        await wait_until(pilot, lambda: app.state() is not None and app.state().alive)
+        await pilot.press("q")
+        await wait_until(pilot, lambda: isinstance(app.screen, QuitScreen))
+        text = " ".join(plain(w) for w in app.screen.query(Static))
+        assert "workbench tui --db" in text and f"workbench stop {fake.run_id}" in text
+        await pilot.press(key)
+        await pilot.pause(0.2)
+        assert app.quit_choice == choice
+        if choice is None:  # cancelled: still on the dashboard
+            assert isinstance(app.screen, DashboardScreen)
+    assert [c["kind"] for c in pending_commands(fake)] == queued

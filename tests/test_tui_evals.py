@@ -51,3 +51,37 @@ async def test_the_promoted_checkpoint_is_marked_apart_from_the_best(tmp_path):
         rows = [[getattr(c, "plain", str(c)) for c in table.get_row_at(i)] for i in range(table.row_count)]
         assert [r[0] for r in rows] == ["base", "★ best", "promo"]
         assert "promoted: step 5" in plain(app.screen.query_one("#evals-title"))
+
+
+async def test_test_split_is_shown_beside_validation_with_skills_and_why_promoted(tmp_path):
+    import store
+
+    fake = fake_copy(tmp_path / "wb.db")
+    db = store.open_db(fake.db_path)
+    skills = {"tool:calendar.create_event": {"n": 8, "success": 0.5}, "time_12h": {"n": 4, "success": 0.25}}
+    test = {"split": "test", "n": 80}
+    store.metrics.record_eval(db, fake.run_id, step=0, tasks=test, mode="greedy", is_baseline=True,
+                              metrics={"success_rate": 0.1, "by_skill": skills})
+    step2 = next(e for e in store.metrics.list_evals(db, fake.run_id) if e["checkpoint_id"] == fake.checkpoint_ids[0])
+    store.metrics.record_eval(db, fake.run_id, step=step2["step"], tasks=test, mode="greedy",
+                              checkpoint_id=fake.checkpoint_ids[0], metrics={"success_rate": 0.4, "by_skill": skills})
+    store.runs.add_event(db, fake.run_id, "promotion", f"step {step2['step']}: promoted: vs base +32pp [+15, +50]")
+    db.conn.close()
+    app = WorkbenchApp(fake.db_path, poll_s=0.2)
+    async with app.run_test(size=(110, 40)) as pilot:
+        await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen) and app.screen.loaded)
+        await pilot.press("E")
+        await wait_until(pilot, lambda: isinstance(app.screen, EvalsScreen) and app.screen.query_one(DataTable).row_count)
+        screen = app.screen
+        table = screen.query_one(DataTable)
+        rows = [[getattr(c, "plain", str(c)) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        assert [r[9] for r in rows] == ["10%", "40%", ""]  # the test column: base and step 2 were tested
+        assert "Validation (decides promotion)" in plain(screen.query_one("#evals-title"))
+        assert "promotion: step 2: promoted: vs base +32pp" in plain(screen.query_one("#evals-flags"))
+        await pilot.press("s")
+        await wait_until(pilot, lambda: screen.split == "test" and table.row_count == 2)
+        assert "Test (reported only, decides nothing)" in plain(screen.query_one("#evals-title"))
+        rows = [[getattr(c, "plain", str(c)) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        assert [r[0] for r in rows] == ["base", ""]  # no best or promoted mark on test rows
+        skills_text = plain(screen.query_one("#evals-skills"))
+        assert "12-hour times (n=4): 0.25 → 0.25" in skills_text and "calendar.create_event" in skills_text

@@ -131,3 +131,26 @@ def test_command_tracker_reports_answers_and_silence(fake):
     assert [(a.kind, a.ok, a.message) for a in answered] == [("checkpoint", True, "saved at step 5")]
     assert tracker.pending == {}
     view.close()
+
+
+def test_status_line_is_one_line_and_keeps_what_matters_when_narrow():
+    from workbench.view import Progress
+
+    run = Run(3, "demo", "m", "running", {"max_steps": 20}, lock_held=True, heartbeat=1000.0)
+    steps = [Step(i, {"step_time_s": 40.0, "tokens_per_s": 90.0, "rollout_time_s": 25.0, "update_time_s": 15.0})
+             for i in range(1, 4)]
+    sft = Progress("sft", "SFT 3/15 loss 0.842", 1000.0, done=3, total=15, data={"phase": "sft", "loss": 0.8421})
+    kw = dict(verifier=VerifierVersion(1, "tool_call_verifier", 2, ""), checkpoint=Checkpoint(1, 3, 5, "periodic", "/x"))
+    wide = status_text(run, RunState.of(run, 1001.0), steps, progress=sft, width=200, **kw).plain
+    for part in ("running", "step 3/20", "SFT 3/15 loss 0.842", "roll 25s upd 15s", "tool_call_verifier v2"):
+        assert part in wide, part
+    narrow = status_text(run, RunState.of(run, 1001.0), steps, progress=sft, width=60, **kw).plain
+    assert "\n" not in narrow and len(narrow) <= 60
+    for part in ("running", "step 3/20", "SFT 3/15 loss 0.842"):  # the least important items went first
+        assert part in narrow, part
+    assert "ckpt @5" not in narrow
+    rollout = Progress("rollout", "", 1000.0, done=24, total=48, step=4, eta_s=600.0, data={"phase": "rollout"})
+    line = status_text(run, RunState.of(run, 1001.0), steps, progress=rollout, width=80, **kw).plain
+    assert "rollout 24/48 tok" in line and "ETA 10m" in line
+    stopped = dataclasses.replace(run, status="stopped")  # a report of a worker that is gone is not shown
+    assert "SFT" not in status_text(stopped, RunState.of(stopped, 1001.0), steps, progress=sft, **kw).plain

@@ -1,8 +1,10 @@
+
 """workbench.view, the typed layer the screens and `workbench report` read: records, run state and the
 allowed-actions table, evaluations (best / promoted / paired / flags), scores and task stats."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import time
@@ -35,6 +37,7 @@ from workbench.view import (
     key_action,
     metric_points,
     part_series,
+    promotion,
     should_promote,
     started_again,
     turns,
@@ -173,22 +176,38 @@ def test_flag_when_grpo_is_not_clearly_above_sft_only():
 
 
 def test_promotion_rule_is_the_one_the_report_marks():
+    """Promotion is decided on validation by paired differences: clearly above the baseline, and a GRPO
+    checkpoint clearly above the SFT-only policy it started from."""
     ck = [Checkpoint(10, 1, 0, "sft", "/a"), Checkpoint(11, 1, 10, "periodic", "/b"), Checkpoint(12, 1, 20, "periodic", "/c")]
     base = _eval(1, 0, 0.2, base=True, solved=4)
-    sft = _eval(2, 0, 0.3, solved=6, ck=10)
-    step10 = _eval(3, 10, 0.5, solved=10, ck=11)
-    step20 = _eval(4, 20, 0.45, solved=9, ck=12)
+    sft = _eval(2, 0, 0.6, solved=12, ck=10)
+    step10 = _eval(3, 10, 0.95, solved=19, ck=11)
+    step20 = _eval(4, 20, 0.9, solved=18, ck=12)
     evals = [base, sft, step10, step20]
     assert should_promote(sft, evals[:2], None)
-    assert should_promote(step10, evals[:3], ck[0])
+    decision = promotion(step10, evals[:3], ck[0])
+    assert decision.promote and "vs base +75pp" in decision.reason and "vs SFT-only +35pp" in decision.reason
     assert not should_promote(step20, evals, ck[1])  # below the promoted one
     assert not should_promote(_eval(5, 30, 0.9, unsafe=0.5, ck=12), evals, ck[1])  # more unsafe than base
     assert not should_promote(_eval(6, 30, 0.9, ck=12, mode="sampled"), [sft, step10], None)  # no baseline
-    rows = eval_rows(evals + [_eval(7, 10, 0.6, mode="sampled", ck=11)], ck, "greedy")
+    # a point estimate above the baseline is not enough: 2 more tasks of 20 is within the noise
+    close = _eval(8, 0, 0.3, solved=6, ck=10)
+    assert promotion(close, [base, close], None).reason.startswith("vs base +10pp")
+    assert not should_promote(close, [base, close], None)
+    # GRPO that does not clearly beat the warm-up it started from is not promoted, even far above base
+    flat = _eval(9, 10, 0.65, solved=13, ck=11)
+    got = promotion(flat, [base, sft, flat], ck[0])
+    assert not got.promote and "not clearly better than the warm-up" in got.reason
+    # a test-split eval never decides anything, and the rules ignore test evals
+    test_eval = dataclasses.replace(_eval(10, 10, 1.0, solved=20, ck=11), tasks={"split": "test"})
+    assert not should_promote(test_eval, [base, sft, test_eval], None)
+    assert best_eval([base, sft, test_eval]).id == sft.id
+    rows = eval_rows(evals + [_eval(7, 10, 0.6, mode="sampled", ck=11), test_eval], ck, "greedy")
     assert [r.label for r in rows] == ["base", "sft @ step 0", "periodic @ step 10", "periodic @ step 20"]
     assert [r.vs_base is None for r in rows] == [True, False, False, False]
     assert [r.vs_sft is None for r in rows] == [True, True, False, False]
-    assert rows[2].vs_sft.delta == pytest.approx(0.2)
+    assert rows[2].vs_sft.delta == pytest.approx(0.35)
+    assert [r.eval.id for r in eval_rows(evals + [test_eval], ck, "greedy", split="test")] == [test_eval.id]
 
 
 # ---- scores and task stats -----------------------------------------------------------------------------
@@ -249,7 +268,7 @@ def test_report_reads_the_view_and_prints_the_event_log(fake, capsys):
     db.conn.close()
     assert main(["report", "--db", fake.db_path, "--run", str(fake.run_id), "--events", "3"]) == 0
     out = capsys.readouterr().out
-    assert "held-out, greedy" in out and "periodic @ step 2" in out
+    assert "validation (decides promotion), greedy" in out and "periodic @ step 2" in out
     assert "events (the last 3)" in out and "resumed from step 3" in out and "running" in out
     view = View.open(fake.db_path)
     assert [e.kind for e in view.events(fake.run_id)][:2] == ["status", "status"]

@@ -79,7 +79,8 @@ def test_pause_edit_verifier_resume_stop(run):
     wait_for(lambda: status(db, run_id) == "paused", 60, "paused")
     pause = answered(db, cmd)
     assert pause["status"] == "done"
-    # Where the pause landed is timing: between steps, or between the groups of a step.
+    # Where the pause landed is timing: between steps, after a step's groups, or inside a phase (decoding,
+    # the update: the worker's inner safe points).
     between_steps = pause["result"]["paused_at"] in STEP_BOUNDARIES
     paused_for = time.time() - t_pause
     steps_at_pause = store.metrics.last_step(db, run_id)
@@ -113,7 +114,7 @@ def test_pause_edit_verifier_resume_stop(run):
     wait_for(lambda: (store.metrics.last_step(db, run_id) or 0) >= first_new, 180, "a step after resume")
     new_rows = [r for r in store.trajectories.trajectories_since(db, run_id, last_id, limit=10**6) if r["split"] == "train"]
     # Continues where it stopped: paused before the update, that step's rows were already stored.
-    stored_before = pause["result"]["paused_at"] == "before_update"
+    stored_before = pause["result"]["paused_at"] in ("before_update", "update")
     assert min(r["step"] for r in new_rows) == steps_at_pause + (2 if stored_before else 1)
     assert all((r["verifier_id"] == good.verifier_id) == (r["step"] >= first_new) for r in new_rows)
     assert any(r["step"] >= first_new for r in new_rows)

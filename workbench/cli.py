@@ -1,4 +1,5 @@
-"""`workbench` command line: train (headless), eval, export, init, tui, demo."""
+"""`workbench` command line: train (headless), eval, export, init, tui, serve, demo; ls/pause/resume/stop
+(workbench.run_control)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import sys
 import time
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 DEFAULT_DB = "workbench.db"
 
@@ -18,20 +18,15 @@ def _demo_config_path() -> Path:
     return Path(str(resources.files("workbench").joinpath("data/demo.yaml")))
 
 
-def check_sources(cfg: Any) -> None:
-    """Load the config's tasks and verifier once, so bad files are reported before a run exists."""
-    from workbench.tasks import load_task_source
-    from workbench.verifiers import get_verifier
-
-    load_task_source(cfg.tasks, "train")
-    load_task_source(cfg.held_out_eval, "held_out")
-    get_verifier(cfg.reward)
-
-
 def cmd_train(args: argparse.Namespace) -> int:
     import store
+    from workbench import distributed
     from workbench.config import load_config
+    from workbench.preflight import check_sources
     from workbench.worker import run_worker
+
+    if (code := distributed.cmd_train(args)) is not None:  # --nproc N, or a rank under torchrun
+        return code
 
     db = store.open_db(args.db)
     if args.resume is not None:
@@ -42,7 +37,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             print("error: give a CONFIG file, or --resume RUN", file=sys.stderr)
             return 2
         cfg = load_config(args.config)
-        check_sources(cfg)  # a typo in tasks or reward fails here, not as a crashed run
+        check_sources(cfg, args.config)  # a typo in tasks, reward or MCP servers fails here, not as a crashed run
         run_id = store.runs.create_run(db, name=cfg.name, model=cfg.model, config=cfg.to_dict())
     db.close()
     print(f"run {run_id} in {args.db} (watch it: workbench tui --db {args.db} --run {run_id})", flush=True)
@@ -59,7 +54,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from workbench.envs import env_for_config
     from workbench.eval import evaluate
     from workbench.models import load_policy
-    from workbench.rollout.hf import HFEngine
+    from workbench.rollout.hf_generate import local_engine
     from workbench.tasks import load_task_source
 
     cfg = Config(model=args.model, adapter="lora")
@@ -67,7 +62,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.limit:
         tasks = tasks[: args.limit]
     policy = load_policy(cfg.model, adapter="lora", adapter_path=args.adapter)
-    result = evaluate(HFEngine(policy), policy.tokenizer, env_for_config(cfg), tasks,
+    result = evaluate(local_engine(policy), policy.tokenizer, env_for_config(cfg), tasks,
                       max_new_tokens=args.max_new_tokens, samples=args.samples, temperature=args.temperature,
                       stop_token_ids=policy.eos_token_ids)
     if args.json:
@@ -85,103 +80,39 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     import store
-    from store.trajectories import TrajectoryFilter, page_trajectories
+    from workbench.export import ExportFilter, export_trajectories
 
     db = store.open_db(args.db, create=False)
-    out = Path(args.out or f"run-{args.run}.{args.format}")
-    rows: list[dict[str, Any]] = []
-    after = None
-    while True:  # keyset pages, then full rows: never the whole table in one query
-        page = page_trajectories(db, TrajectoryFilter(run_id=args.run, include_superseded=True), descending=False,
-                                 after=after, limit=1000)
-        for r in page.rows:
-            rows.append(store.trajectories.get_trajectory(db, r["id"]))
-        if page.next_cursor is None:
-            break
-        after = page.next_cursor
-    if args.format == "jsonl":
-        with out.open("w") as f:
-            for r in rows:
-                f.write(json.dumps(r) + "\n")
-    else:
-        try:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-        except ImportError:
-            print("error: parquet export needs pyarrow: pip install pyarrow", file=sys.stderr)
-            return 2
-        flat = [{k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in r.items()} for r in rows]
-        pq.write_table(pa.Table.from_pylist(flat), out)
-    print(f"wrote {len(rows)} trajectories of run {args.run} to {out}")
+    flt = ExportFilter(runs=args.run, split=args.split, min_reward=args.min_reward, labels=args.label or [],
+                       include_superseded=args.include_superseded)
+    ext = "jsonl" if args.format == "openai" else args.format
+    suffix = ".openai" if args.format == "openai" else ""
+    out = Path(args.out or f"run-{'-'.join(map(str, args.run))}{suffix}.{ext}")
+    n = export_trajectories(db, flt, args.format, out)
+    print(f"wrote {n} trajectories of run {', '.join(map(str, args.run))} to {out}")
     return 0
 
 
-def eval_table(view: Any, run_id: int, mode: str = "greedy") -> list[dict[str, Any]]:
-    """Baseline, SFT-only and each checkpoint's held-out metrics, in order, as JSON-ready dicts: the promoted
-    one marked, each with its paired success difference to the baseline and to SFT-only (same tasks). The
-    rows and their rules are workbench.view.evaluations', the same the evaluations screen shows."""
-    from dataclasses import asdict
+def cmd_export_model(args: argparse.Namespace) -> int:
+    import store
+    from workbench.export_model import export_model
 
-    from workbench.view import eval_rows
-
-    return [
-        {"label": r.label, "step": r.eval.step, "kind": r.kind, "promoted": r.promoted, **r.eval.metrics,
-         "vs_base": asdict(r.vs_base) if r.vs_base else None, "vs_sft": asdict(r.vs_sft) if r.vs_sft else None}
-        for r in eval_rows(view.evals(run_id), view.checkpoints(run_id), mode)
-    ]
-
-
-def _paired_cell(d: dict[str, Any] | None) -> str:
-    if d is None:
-        return "-"
-    return f"{d['delta']:+.2f} [{d['ci_low']:+.2f}, {d['ci_high']:+.2f}]"
-
-
-def _rate(value: Any, ci: tuple[Any, Any] | None = None) -> str:
-    if not isinstance(value, (int, float)):
-        return "-"
-    if ci and all(isinstance(c, (int, float)) for c in ci):
-        return f"{value:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]"
-    return f"{value:.2f}"
+    db = store.open_db(args.db, create=False)
+    done = export_model(db, args.run, args.out, args.checkpoint)
+    c = done.checkpoint
+    print(f"run {args.run}, checkpoint step {c['step']} ({c['kind']}): merged model in {done.merged}"
+          + (f", adapter in {done.adapter}" if done.adapter else ""))
+    print(f"serve it: {done.serve_command()}")
+    if done.tool_parser is None:
+        print("(no --tool-call-parser: vLLM turns replies into tool_calls only for a tool_format: native run in a "
+              'format it parses; a JSON-harness run replies {"tool": ..., "args": ...} as text)')
+    return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    import datetime as dt
+    from workbench.report import print_report
 
-    from rich.console import Console
-    from rich.table import Table
-
-    from workbench.view import View
-
-    with View.open(args.db) as view:
-        run = view.run(args.run)
-        rows = eval_table(view, args.run, args.mode)
-        events = view.last_events(args.run, args.events) if args.events > 0 else []
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
-    table = Table(title=f"run {args.run} ({run.name}, {run.status}): held-out, {args.mode}")
-    for col in ("policy", "valid JSON", "tool", "args", "success [95% CI]", "unsafe", "tokens", "vs base",
-                "vs SFT-only"):
-        table.add_column(col, justify="left" if col == "policy" else "right")
-    for r in rows:
-        table.add_row(
-            r["label"] + (" *" if r["promoted"] else ""), _rate(r.get("valid_json_rate")),
-            _rate(r.get("correct_tool_rate")), _rate(r.get("correct_args_rate")),
-            _rate(r.get("success_rate"), (r.get("success_ci_low"), r.get("success_ci_high"))),
-            _rate(r.get("unsafe_rate")), f"{r.get('mean_tokens', 0):.1f}", _paired_cell(r["vs_base"]),
-            _paired_cell(r["vs_sft"]),
-        )
-    # Piped to a file, rich would wrap at 80 columns: give the table the width it needs instead.
-    console = Console() if sys.stdout.isatty() else Console(width=200)
-    console.print(table)
-    print("* promoted: the best checkpoint that beats the baseline")
-    print("vs base / vs SFT-only: paired success difference on the same held-out tasks [95% bootstrap CI over tasks]")
-    if events:
-        print(f"\nevents (the last {len(events)}):")
-        for e in events:
-            print(f"  {dt.datetime.fromtimestamp(e.created):%Y-%m-%d %H:%M:%S}  {e.kind:<8} {e.message}")
-    return 0
+    return print_report(args.db, args.run, mode=args.mode, as_json=args.json, n_events=args.events)
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -227,22 +158,35 @@ def cmd_tui(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    """The TUI in a browser (textual-serve): one `workbench tui` process per connection."""
+    from screens.serve import serve
+
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"warning: listening on {args.host}: anyone who reaches it drives the workbench (no login); "
+              "an SSH tunnel to 127.0.0.1 is safer (README)", file=sys.stderr)
+    print(f"serving {args.db} on http://{args.host}:{args.port} (Ctrl+C to stop)", flush=True)
+    serve(args.db, host=args.host, port=args.port, run=args.run, public_url=args.public_url)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Create (or re-attach to) the embedded demo run, start its worker, open the UI."""
     import store
     from workbench.config import load_config
-    from workbench.launch import start_worker
-    from workbench.view import Run, worker_state
+    from workbench.launch import BACKGROUND_NICE, start_worker
+    from workbench.view import Run, RunState, allowed, worker_state
 
     db = store.open_db(args.db)
-    demo = [r for r in store.runs.list_runs(db) if r["name"] == "demo"]
-    if demo and demo[0]["status"] not in ("finished",):
-        run_id = demo[0]["id"]
+    demo = [Run.from_row(r) for r in store.runs.list_runs(db) if r["name"] == "demo"]
+    latest = RunState.of(demo[0], time.time()) if demo else None
+    if latest is not None and (latest.alive or allowed("start_worker", latest)):  # one not finished: go on
+        run_id = demo[0].id
     else:
         cfg = load_config(_demo_config_path())
         run_id = store.runs.create_run(db, name=cfg.name, model=cfg.model, config=cfg.to_dict())
     if worker_state(Run.from_row(store.runs.get_run(db, run_id)), time.time()) != "alive":
-        start_worker(args.db, run_id)
+        start_worker(args.db, run_id, nice=BACKGROUND_NICE)
     db.close()
     if args.headless:
         print(f"demo run {run_id} training in the background; watch: workbench tui --db {args.db} --run {run_id}")
@@ -250,7 +194,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     _quick_escape()
     from screens.app import run_tui
 
-    run_tui(args.db, run_id)
+    if run_tui(args.db, run_id, ask_on_quit=True) == "keep":
+        print(f"demo run {run_id} keeps training in the background. Re-attach: workbench tui --db {args.db} "
+              f"--run {run_id}; see it: workbench ls --db {args.db}; stop it: workbench stop {run_id} --db {args.db}")
     return 0
 
 
@@ -261,6 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("config", nargs="?")
     p.add_argument("--db", default=DEFAULT_DB)
     p.add_argument("--resume", type=int, metavar="RUN", help="continue RUN from its last checkpoint")
+    p.add_argument("--nproc", type=int, default=1, metavar="N",
+                   help="data-parallel over N ranks on this machine (torchrun's env; gloo on CPU, nccl on GPU)")
     p.set_defaults(fn=cmd_train)
     p = sub.add_parser("eval", help="held-out metrics of a model (+ adapter) on a tasks file")
     p.add_argument("--tasks", default="tool_call_eval", help="a .jsonl file or a built-in split")
@@ -272,13 +220,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int)
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_eval)
-    p = sub.add_parser("export", help="export a run's trajectories")
-    p.add_argument("--run", type=int, required=True)
-    p.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl")
+    p = sub.add_parser(
+        "export", help="export trajectories: as stored, or as an OpenAI tool-calling dataset",
+        description="--format openai writes JSONL rows {\"messages\": [...], \"tools\": [...]}, the shape TRL's "
+        "SFTTrainer and HF chat templates (apply_chat_template(messages, tools=tools)) take: replies that are calls "
+        "become assistant tool_calls, tool results role \"tool\" messages. For a tool_format: json run it drops "
+        "the JSON harness's system prompt and one-shot example and keeps the task's own prompt (and messages).")
+    p.add_argument("--run", type=int, required=True, action="extend", nargs="+", help="one or more runs")
+    p.add_argument("--format", choices=("jsonl", "parquet", "openai"), default="jsonl")
+    p.add_argument("--split", help="only this split (train, held_out, test, ...)")
+    p.add_argument("--min-reward", type=float, help="only trajectories with at least this reward")
+    p.add_argument("--label", action="append", choices=("good", "bad"),
+                   help="only trajectories whose human verdict is this (repeat for both)")
+    p.add_argument("--include-superseded", action="store_true", help="also rows of steps redone after a resume")
     p.add_argument("--db", default=DEFAULT_DB)
     p.add_argument("--out")
     p.set_defaults(fn=cmd_export)
-    p = sub.add_parser("report", help="held-out metrics of a run: baseline, SFT-only, each checkpoint")
+    p = sub.add_parser(
+        "export-model", help="a checkpoint as an adapter and a merged HF folder to serve",
+        description="Writes OUT/adapter (the LoRA adapter) and OUT/merged (base + adapter merged, with the "
+        "tokenizer and its chat template), and prints the vllm serve line (with --tool-call-parser when the "
+        "template has a tool format vLLM parses).")
+    p.add_argument("--run", type=int, required=True)
+    p.add_argument("--checkpoint", default="promoted", metavar="promoted|latest|STEP",
+                   help="which checkpoint (default: the promoted one)")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--db", default=DEFAULT_DB)
+    p.set_defaults(fn=cmd_export_model)
+    p = sub.add_parser("report", help="validation and test metrics of a run: baseline, SFT-only, each checkpoint, per skill")
     p.add_argument("--run", type=int, required=True)
     p.add_argument("--db", default=DEFAULT_DB)
     p.add_argument("--mode", choices=("greedy", "sampled"), default="greedy")
@@ -292,10 +261,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--db", default=DEFAULT_DB)
     p.add_argument("--run", type=int)
     p.set_defaults(fn=cmd_tui)
+    p = sub.add_parser("serve", help="serve the workbench to a browser (loopback by default)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--db", default=DEFAULT_DB)
+    p.add_argument("--run", type=int)
+    p.add_argument("--public-url", help="the URL the browser uses, when it differs (a proxy)")
+    p.set_defaults(fn=cmd_serve)
     p = sub.add_parser("demo", help="train the embedded default (SmolLM2-135M, calendar tools) with the UI open")
     p.add_argument("--db", default=DEFAULT_DB)
     p.add_argument("--headless", action="store_true", help="start the worker and return")
     p.set_defaults(fn=cmd_demo)
+    from workbench.run_control import register
+
+    register(sub, DEFAULT_DB)  # ls, pause, resume, stop
     return ap
 
 
@@ -304,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     from store import StoreError
     from workbench.checkpoint import CheckpointError
     from workbench.config import ConfigError
+    from workbench.export import ExportError
+    from workbench.export_model import ExportModelError
     from workbench.models import ModelNotFoundError
     from workbench.rollout.vllm import BackendUnavailable
     from workbench.tasks import TaskFileError
@@ -312,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.fn(args)
     except (ConfigError, StoreError, TaskFileError, VerifierError, ModelNotFoundError, BackendUnavailable,
-            CheckpointError, FileNotFoundError) as exc:  # the user's input: say what is wrong, no traceback
+            CheckpointError, FileNotFoundError, ExportError, ExportModelError) as exc:  # the user's input: say what is wrong, no traceback
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import reprlib
 import types
 import typing
@@ -25,17 +26,29 @@ from typing import Any, Literal
 
 import yaml
 
+DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")  # `device`; resolved to a torch device by workbench/devices.py
+
+
+def check_device(value: object) -> str | None:
+    """None when `value` is a valid `device` setting, else what is wrong with it."""
+    if isinstance(value, str) and DEVICE_RE.match(value):
+        return None
+    return f"{value!r} is not auto, cpu, cuda or cuda:N"
+
 Algorithm = Literal["grpo", "dapo", "dr_grpo", "gspo"]
 Adapter = Literal["lora", "full"]
 Reference = Literal["sft", "base"]
 ScaleRewards = Literal["group", "batch", "none"]
 LossType = Literal["grpo", "dapo", "dr_grpo", "bnpo"]
 ISLevel = Literal["token", "sequence"]
-EnvKind = Literal["single_turn", "multi_turn"]
-RolloutKind = Literal["hf", "vllm", "vllm_server"]
+EnvKind = Literal["single_turn", "multi_turn", "mcp"]
+RolloutKind = Literal["hf", "hf_generate", "vllm", "vllm_server"]
 VllmSync = Literal["weights", "lora"]
-DType = Literal["float32", "bfloat16"]
+DType = Literal["auto", "float32", "bfloat16"]
 MultiTurnWeighting = Literal["episode", "turn"]
+ToolFormat = Literal["json", "native"]
+ToolParser = Literal["auto", "hermes", "llama3_json", "mistral", "nemotron"]
+LogTo = Literal["none", "tensorboard"]
 
 
 class ConfigError(ValueError):
@@ -47,7 +60,12 @@ class LoraConfig:
     r: int = 16
     alpha: int = 32
     dropout: float = 0.0
-    target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    # Module names, or "all-linear": every linear layer but the LM head, detected (workbench/lora_targets.py).
+    target_modules: list[str] | str = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+
+    def __post_init__(self) -> None:
+        if isinstance(self.target_modules, str) and self.target_modules != "all-linear":
+            raise ConfigError(f"target_modules: {self.target_modules!r} is not 'all-linear' or a list of module names")
 
 
 @dataclass
@@ -57,6 +75,45 @@ class HarnessConfig:
     system_prompt: str | None = None  # None: the built-in prompt listing the task's tools
     include_example: bool = True  # one worked example turn before the task
     prefill: str = '{"tool": "'  # the assistant reply is forced to start with this
+    # Task families (datasets) given no prefill, so "no call" stays possible (None: the built-in list,
+    # workbench.envs.harness.NO_PREFILL_DATASETS). Only the json tool format has a prefill.
+    no_prefill_datasets: list[str] | None = None
+
+
+@dataclass
+class McpServerConfig:
+    """One MCP tool server over stdio (`env: mcp`; workbench/envs/mcp_env.py). Only the allowlisted `tools` are
+    offered to the model. Each episode gets its own state: a fresh process per episode, started ahead in a
+    small pool, or, with `reset_tool`, a reused process on which that tool is called before each episode."""
+
+    command: str = ""  # the executable (a bare name is looked up in PATH)
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # the process sees only these (+ PATH, HOME, USER...)
+    cwd: str | None = None  # None: a fresh temporary directory per process
+    tools: list[str] = field(default_factory=list)  # the allowlist: nothing else is offered or called
+    dangerous: list[str] = field(default_factory=list)  # calling one is an unsafe action for the verifier
+    timeout_s: float = 10.0  # per call; a call past it counts as a hung server (episode failed, restarted)
+    start_timeout_s: float = 30.0
+    reset_tool: str | None = None  # reuse processes, calling this tool before each episode (else: restart)
+    state_tool: str | None = None  # called after each episode; its result becomes Output.state
+    pool_size: int | None = None  # processes started ahead; None: num_generations_per_prompt
+    memory_mb: int = 2048  # address-space limit per process (RLIMIT_AS)
+    cpu_s: int = 3600  # CPU-seconds limit per process (RLIMIT_CPU)
+
+    def __post_init__(self) -> None:
+        if not self.command.strip():
+            raise ConfigError("command: required (the server's executable)")
+        if not self.tools:
+            raise ConfigError("tools: list the tool names to offer (the allowlist); empty offers nothing")
+        for key in ("dangerous",):
+            stray = [t for t in getattr(self, key) if t not in self.tools]
+            if stray:
+                raise ConfigError(f"{key}: {stray} not in tools (the allowlist)")
+        for key in ("timeout_s", "start_timeout_s", "memory_mb", "cpu_s"):
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"{key}: must be > 0, got {getattr(self, key)}")
+        if self.pool_size is not None and self.pool_size < 1:
+            raise ConfigError(f"pool_size: must be >= 1, got {self.pool_size}")
 
 
 @dataclass
@@ -68,13 +125,23 @@ class Config:
     num_generations_per_prompt: int = 8  # G, the group size
     reward: str = "tool_call_verifier"  # built-in verifier name or a path to a .py file
     eval_interval: int = 10  # steps between held-out evals (and checkpoints)
-    held_out_eval: str = "tool_call_eval"  # built-in held-out split or a tasks .jsonl file
+    held_out_eval: str = "tool_call_eval"  # the validation split (promotion, recipe decisions): built-in or a .jsonl
+    # The test split: reported beside validation at every eval, never used to decide anything. "auto": the
+    # built-in test split for built-in tasks; for a file, its tasks marked "split": "test", else a
+    # deterministic half of held_out_eval by task hash; "none": no test eval.
+    test_tasks: str = "auto"
     # --- data and environment ---
     name: str = "run"
     tasks: str = "builtin:calendar"  # training tasks: builtin:calendar or a .jsonl file
     env: EnvKind = "single_turn"
     max_turns: int = 4  # multi_turn only
+    # json: the project's harness (system prompt listing the tools, example, prefill), for templates without
+    # tools (SmolLM2). native: the model's chat template renders OpenAI tool specs and the turns, and its own
+    # call format is parsed (tool_parser: auto reads it from the template). See docs/design.md.
+    tool_format: ToolFormat = "json"
+    tool_parser: ToolParser = "auto"
     harness: HarnessConfig = field(default_factory=HarnessConfig)
+    mcp_servers: dict[str, McpServerConfig] = field(default_factory=dict)  # env: mcp, by server name
     lora: LoraConfig = field(default_factory=LoraConfig)
     # --- GRPO (TRL GRPOConfig names and defaults unless noted) ---
     learning_rate: float = 2e-5  # TRL's 1e-6 is for full fine-tuning; LoRA wants more
@@ -113,17 +180,27 @@ class Config:
     eval_samples: int = 0  # sampled eval: completions per task at `temperature` (0: greedy only)
     checkpoint_interval: int | None = None  # None: = eval_interval
     verifier_timeout_s: float = 5.0
+    # LLM-as-judge over an OpenAI-compatible endpoint (workbench.verifiers.judge.JudgeVerifier.from_config),
+    # e.g. a larger model behind `vllm serve`: the base URL (".../v1"), its model name, a per-request timeout.
+    judge_url: str | None = None
+    judge_model: str = "judge"
+    judge_timeout_s: float = 30.0
     # Error budget: when more than this share of a step's rewards fail (the verifier raised, timed out,
     # crashed or returned NaN), the step's update is skipped and the worker pauses with the reason.
     max_verifier_error_frac: float = 0.5
+    # hf: our KV-cache sampler, or transformers' generate (hf_generate) by itself for models whose cache is not
+    # a plain attention KV cache (hybrid Mamba/attention: workbench/rollout/cache_kind.py) | vllm | vllm_server
     rollout: RolloutKind = "hf"
-    vllm_url: str | None = None  # vllm_server: the OpenAI-compatible server's base URL
+    # vllm_server: the OpenAI-compatible server's base URL, or a list of them (groups are spread over them)
+    vllm_url: str | list[str] | None = None
     vllm_sync: VllmSync = "weights"  # vllm: how an update reaches the engine: weights (merged, in place) | lora
     vllm_kv_cache_gb: float = 1.0  # vllm on CPU: KV cache size (its default takes most of the RAM)
     vllm_is_cap: float = 2.0  # truncated importance sampling: cap on the trainer/engine probability ratio
-    dtype: DType = "float32"
+    dtype: DType = "auto"  # auto: bfloat16 base weights on a GPU (LoRA and optimizer stay float32), float32 on CPU
+    device: str = "auto"  # auto | cpu | cuda | cuda:N (workbench/devices.py); auto: CUDA when available
     seed: int = 0
     output_dir: str = "runs"  # checkpoints go to <output_dir>/<run id>/
+    log_to: LogTo = "none"  # also write step metrics as TensorBoard event files (<run dir>/tensorboard)
 
     def __post_init__(self) -> None:
         for key, allowed in CHOICES.items():
@@ -145,8 +222,15 @@ class Config:
             raise ConfigError(f"max_verifier_error_frac: must be between 0 and 1, got {self.max_verifier_error_frac}")
         if self.num_generations_per_prompt < 2:
             raise ConfigError("num_generations_per_prompt: GRPO needs at least 2 samples a group")
+        if (problem := check_device(self.device)) is not None:
+            raise ConfigError(f"device: {problem}")
         if self.rollout == "vllm_server" and not self.vllm_url:
             raise ConfigError("vllm_url: required when rollout is vllm_server")
+        if self.env == "mcp" and not self.mcp_servers:
+            raise ConfigError("mcp_servers: env mcp needs at least one server")
+        offered = [t for s in self.mcp_servers.values() for t in s.tools]
+        if len(offered) != len(set(offered)):
+            raise ConfigError(f"mcp_servers: a tool name is allowlisted by two servers: {sorted(offered)}")
         self._apply_preset()
 
     def _apply_preset(self) -> None:
@@ -241,6 +325,9 @@ def _type_ok(value: Any, hint: Any) -> bool:
     if origin is list:
         (inner,) = typing.get_args(hint) or (Any,)
         return isinstance(value, list) and all(_type_ok(v, inner) for v in value)
+    if origin is dict:
+        k_hint, v_hint = typing.get_args(hint) or (Any, Any)
+        return isinstance(value, dict) and all(_type_ok(k, k_hint) and _type_ok(v, v_hint) for k, v in value.items())
     if hint is Any:
         return True
     if hint is float:
@@ -295,6 +382,19 @@ def _build(cls: type, data: dict[str, Any], where: str, prefix: str = "", lines:
             hint = f"; did you mean '{prefix}{near[0]}'?" if near else f"; valid keys: {', '.join(names)}"
             raise ConfigError(f"{at}: unknown key {full!r}{hint}")
         hint = hints[key]
+        item = _dataclass_values(hint)
+        if item is not None:  # a mapping of name -> section (mcp_servers), each built and checked like one
+            if not isinstance(value, dict):
+                raise ConfigError(f"{at}: {full} must be a mapping of names to sections, got {type(value).__name__}")
+            kwargs[key] = {}
+            for name, section in value.items():
+                sub = f"{full}.{name}"
+                sub_at = f"{where}:{lines[sub]}" if sub in lines else at
+                if not isinstance(name, str) or not isinstance(section, dict):
+                    raise ConfigError(f"{sub_at}: {full} must map names to mappings, got {_REPR.repr(name)}: "
+                                      f"{type(section).__name__}")
+                kwargs[key][name] = _build(item, section, where, f"{sub}.", lines)
+            continue
         if dataclasses.is_dataclass(hint):
             if not isinstance(value, dict):
                 raise ConfigError(f"{at}: {full} must be a mapping, got {type(value).__name__}")
@@ -309,7 +409,18 @@ def _build(cls: type, data: dict[str, Any], where: str, prefix: str = "", lines:
     try:
         return cls(**kwargs)
     except ConfigError as exc:
-        raise ConfigError(f"{where}: {prefix}{exc}") from None
+        section = prefix.rstrip(".")  # a nested section's rule: point at the section's own line
+        at = f"{where}:{lines[section]}" if section in lines else where
+        raise ConfigError(f"{at}: {prefix}{exc}") from None
+
+
+def _dataclass_values(hint: Any) -> type | None:
+    """The section class of a `dict[str, <dataclass>]` hint, else None."""
+    if typing.get_origin(hint) is dict:
+        args = typing.get_args(hint)
+        if len(args) == 2 and dataclasses.is_dataclass(args[1]):
+            return args[1]
+    return None
 
 
 def config_from_dict(data: dict[str, Any], where: str = "<config>", lines: dict[str, int] | None = None) -> Config:

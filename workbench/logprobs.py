@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from workbench.rollout.cache_kind import has_plain_kv_cache
 from workbench.rollout.hf import base_forward_params, cache_of
 from workbench.rollout.prompt import common_prefix_len
 
@@ -36,13 +37,14 @@ def _pack(
     p_width = max(len(p) for p in prompt_ids_list)
     t_width = max((len(c) for c in completion_ids_list), default=0)
     rows = len(prompt_ids_list)
-    ids = torch.full((rows, p_width + t_width), pad_id, dtype=torch.long)
-    attn = torch.zeros((rows, p_width + t_width), dtype=torch.long)
+    # Built on the CPU (row writes are cheap there), then one copy each to the model's device.
+    ids = torch.full((rows, p_width + t_width), pad_id, dtype=torch.long, device="cpu")
+    attn = torch.zeros((rows, p_width + t_width), dtype=torch.long, device="cpu")
     for r, (p, c) in enumerate(zip(prompt_ids_list, completion_ids_list, strict=True)):
         if not p:
             raise ValueError("every prompt needs at least one token")
-        ids[r, p_width - len(p) : p_width] = torch.tensor(p)
-        ids[r, p_width : p_width + len(c)] = torch.tensor(c, dtype=torch.long)
+        ids[r, p_width - len(p) : p_width] = torch.tensor(p, device="cpu")
+        ids[r, p_width : p_width + len(c)] = torch.tensor(c, dtype=torch.long, device="cpu")
         attn[r, p_width - len(p) : p_width + len(c)] = 1
     return ids.to(device), attn.to(device), attn[:, p_width:].bool().to(device), p_width, t_width
 
@@ -141,10 +143,10 @@ def shared_prefix_logprobs(
     for r, (rest, comp) in enumerate(zip(rests, completion_ids_list, strict=True)):
         row = rest + comp
         if row:
-            ids[r, : len(row)] = torch.tensor(row, dtype=torch.long)
+            ids[r, : len(row)] = torch.tensor(row, dtype=torch.long, device=device)
             attn[r, : len(row)] = 1
         if comp:
-            targets[r, : len(comp)] = torch.tensor(comp, dtype=torch.long)
+            targets[r, : len(comp)] = torch.tensor(comp, dtype=torch.long, device=device)
             mask[r, : len(comp)] = True
         src[r] = len(rest) + torch.arange(t_width, device=device)
     if t_width == 0:
@@ -172,6 +174,8 @@ def sequence_logprobs(
     **kw: Any,
 ) -> tuple[torch.Tensor, ...]:
     """`shared_prefix_logprobs` when the prompts share a prefix (always, with one harness), else the
-    packed `completion_logprobs`."""
-    fn = shared_prefix_logprobs if common_prefix_len(prompt_ids_list) > 0 else completion_logprobs
+    packed `completion_logprobs`; always the packed one for a model whose cache is not plain attention
+    keys/values (a hybrid Mamba model's recurrent state cannot be repeated per row)."""
+    shared = common_prefix_len(prompt_ids_list) > 0 and has_plain_kv_cache(model)
+    fn = shared_prefix_logprobs if shared else completion_logprobs
     return fn(model, prompt_ids_list, completion_ids_list, temperature, **kw)

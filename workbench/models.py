@@ -23,6 +23,8 @@ from typing import Any, Literal
 
 import torch
 
+from workbench.devices import resolve_device, resolve_dtype
+
 DEFAULT_MODEL = "smollm2-135m"
 EMBEDDED_ALIASES = ("smollm2-135m", "smollm2-135m-instruct", "smollm2")
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -299,22 +301,25 @@ def load_policy(
     lora_r: int = 16,
     lora_alpha: int = 32,
     lora_dropout: float = 0.0,
-    target_modules: Sequence[str] = ("q_proj", "k_proj", "v_proj", "o_proj"),
+    target_modules: Sequence[str] | str = ("q_proj", "k_proj", "v_proj", "o_proj"),
     dtype: str | torch.dtype = "float32",
     seed: int | None = None,
     adapter_path: str | os.PathLike[str] | None = None,
+    device: str | torch.device = "cpu",
 ) -> Policy:
     """Load the base model and tokenizer and set up what trains.
 
     `seed` fixes the LoRA init (A is random, B is zero, so a fresh adapter starts as the base model).
-    `adapter_path` resumes from `Policy.save_adapter` output.
+    `adapter_path` resumes from `Policy.save_adapter` output. `device` and `dtype` may be "auto"
+    (workbench.devices): the model is built on the CPU (a seeded LoRA init is the same everywhere), then moved.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if adapter not in ("lora", "full"):
         raise ValueError(f"adapter must be 'lora' or 'full', got {adapter!r}")
     path = resolve_model(name)
-    torch_dtype = _as_dtype(dtype)
+    target = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, target) if isinstance(dtype, str) and dtype == "auto" else _as_dtype(dtype)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
@@ -328,11 +333,13 @@ def load_policy(
     if adapter == "lora":
         from peft import LoraConfig, get_peft_model
 
+        from workbench.lora_targets import resolve_target_modules
+
         config = LoraConfig(
             r=lora_r,
             lora_alpha=lora_alpha,
             lora_dropout=lora_dropout,
-            target_modules=list(target_modules),
+            target_modules=resolve_target_modules(model, target_modules),  # or "all-linear": detected
             bias="none",
             task_type="CAUSAL_LM",
         )
@@ -346,6 +353,7 @@ def load_policy(
     else:
         for p in model.parameters():
             p.requires_grad_(True)
+    model.to(target)  # LoRA weights stay float32 over a bf16 base (peft's autocast_adapter_dtype)
     model.eval()  # the trainer switches to train() for its update; generation wants eval (no LoRA dropout)
     policy = Policy(model, tokenizer, str(name), adapter)
     if adapter_path is not None:

@@ -18,11 +18,20 @@ import torch
 from workbench.rollout.prompt import render_prompt
 from workbench.types import Task
 
-Example = tuple[list[dict[str, Any]], str]
+Example = tuple[list[dict[str, Any]], str]  # (prompt messages, reply); a third item, when present, is its prefill
+# (the examples of a batch) -> (prompt ids, target ids): how examples become token ids; `sft_rows` by default,
+# `workbench.sft_native.native_sft_rows` for tool_format native (the reply rendered by the chat template).
+RowsFn = Callable[[Any, list[Any]], tuple[list[list[int]], list[list[int]]]]
+NO_CALL_ANSWER = "No tool call is needed for this request."  # the JSON harness's gold reply when none is right
 
 
 def default_answer(task: Task) -> str:
-    """The canonical reply for a single-turn task: '{"tool": name, "args": {...}}'."""
+    """The canonical reply for a single-turn task: '{"tool": name, "args": {...}}'; parallel calls one such
+    object a line; a plain sentence when the right answer is no call."""
+    if task.expected_calls:
+        return "\n".join(json.dumps({"tool": c["name"], "args": c.get("arguments", {})}) for c in task.expected_calls)
+    if task.expected_tool is None:
+        return NO_CALL_ANSWER
     return json.dumps({"tool": task.expected_tool, "args": task.expected_args})
 
 
@@ -53,13 +62,13 @@ def sft_rows(tokenizer: Any, examples: list[Example], *, prefill: str = "") -> t
     """(prompt ids, target ids) per example: the target is the answer (prefill included) plus the EOS that
     ends the turn; only target tokens carry loss."""
     eos = tokenizer.eos_token_id
-    prompts = [render_prompt(tokenizer, messages) for messages, _ in examples]
-    targets = [answer_token_ids(tokenizer, answer, prefill) + [eos] for _, answer in examples]
+    prompts = [render_prompt(tokenizer, ex[0]) for ex in examples]
+    targets = [answer_token_ids(tokenizer, ex[1], ex[2] if len(ex) > 2 else prefill) + [eos] for ex in examples]
     return prompts, targets
 
 
 def sft_step(policy: Any, optimizer: torch.optim.Optimizer, examples: list[Example], *, prefill: str = "",
-             max_grad_norm: float | None = 1.0) -> float:
+             max_grad_norm: float | None = 1.0, rows_fn: RowsFn | None = None) -> float:
     """One optimizer step on the mean token cross-entropy of the answers; returns the loss.
 
     The examples' shared harness prefix runs once (`sequence_logprobs`); the loss equals HF's causal-LM
@@ -69,7 +78,10 @@ def sft_step(policy: Any, optimizer: torch.optim.Optimizer, examples: list[Examp
     model = policy.model
     was_training = model.training
     model.train()
-    prompts, targets = sft_rows(policy.tokenizer, examples, prefill=prefill)
+    if rows_fn is not None:
+        prompts, targets = rows_fn(policy.tokenizer, examples)
+    else:
+        prompts, targets = sft_rows(policy.tokenizer, examples, prefill=prefill)
     optimizer.zero_grad(set_to_none=True)
     pad = policy.tokenizer.pad_token_id if policy.tokenizer.pad_token_id is not None else 0
     logp, mask = sequence_logprobs(model, prompts, targets, 1.0, pad_token_id=pad)
@@ -92,6 +104,7 @@ def run_sft(
     *,
     prefill: str = "",
     on_step: Callable[[int, float], bool | None] | None = None,
+    rows_fn: RowsFn | None = None,
 ) -> list[float]:
     """Run `steps` AdamW steps over shuffled examples (reshuffled each epoch); returns the losses.
 
@@ -110,7 +123,7 @@ def run_sft(
                 order = list(range(len(examples)))
                 rng.shuffle(order)
             picked.append(examples[order.pop()])
-        loss = sft_step(policy, optimizer, picked, prefill=prefill)
+        loss = sft_step(policy, optimizer, picked, prefill=prefill, rows_fn=rows_fn)
         losses.append(loss)
         if on_step is not None and on_step(step, loss) is False:
             break

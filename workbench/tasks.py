@@ -16,13 +16,21 @@ import re
 from pathlib import Path
 from typing import Any
 
-from workbench.domains.calendar import BUILTIN_TOOLS, builtin_multi_turn_tasks, builtin_tasks
+from workbench.domains.calendar import (
+    BUILTIN_TOOLS,
+    builtin_call_tasks,
+    builtin_multi_turn_tasks,
+    builtin_tasks,
+)
 from workbench.types import Task
 
 TASK_FIELDS = {
     "prompt", "expected_tool", "expected_args", "tools", "split", "id", "dataset", "initial_state", "expected_state",
+    "messages", "expected_calls", "template",
 }
+# `prompt` may be left out when `messages` is given; `expected_tool`/`expected_args` when `expected_calls` is.
 REQUIRED_FIELDS = ("prompt", "expected_tool", "expected_args")
+MESSAGE_ROLES = ("system", "user", "assistant", "tool")
 MAX_REPORTED = 20
 
 
@@ -51,6 +59,32 @@ def normalize_tool_spec(spec: dict[str, Any]) -> dict[str, Any]:
     return dict(spec["function"]) if isinstance(spec.get("function"), dict) else dict(spec)
 
 
+def openai_tool_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """The inverse of `normalize_tool_spec`: the OpenAI form chat templates (`tools=`) and vLLM's API take.
+    An already-wrapped spec comes back as it is. The one place the engine converts to that form."""
+    if isinstance(spec.get("function"), dict):
+        return {"type": "function", "function": dict(spec["function"])}
+    fn = {"name": spec["name"], "description": spec.get("description", "")}
+    fn["parameters"] = spec.get("parameters") or {"type": "object", "properties": {}}
+    return {"type": "function", "function": fn}
+
+
+def expected_call_of(obj: Any) -> tuple[str | None, Any, str | None]:
+    """(name, arguments, problem) of one `expected_calls` entry: {"name"|"tool": ..., "arguments"|"args": {...}}."""
+    if not isinstance(obj, dict):
+        return None, None, f"must be an object, got {type(obj).__name__}"
+    name = obj.get("name", obj.get("tool"))
+    if not isinstance(name, str) or not name.strip():
+        return None, None, "needs a non-empty string 'name' (or 'tool')"
+    args = obj.get("arguments", obj.get("args", {}))
+    if not isinstance(args, dict):
+        return name, None, "'arguments' must be an object"
+    unknown = sorted(set(obj) - {"name", "tool", "arguments", "args"})
+    if unknown:
+        return name, args, f"unknown key(s) {unknown}"
+    return name, args, None
+
+
 def _check_line(obj: Any, field_err: list[tuple[str, str]]) -> None:
     """Append (field, reason) for everything wrong with one decoded line."""
     if not isinstance(obj, dict):
@@ -62,16 +96,22 @@ def _check_line(obj: Any, field_err: list[tuple[str, str]]) -> None:
             hint = f" (did you mean '{near[0]}'?)" if near else ""
             # a key that is empty, "-" (no field), or has spaces, colons, newlines... is quoted
             field_err.append((key if re.fullmatch(r"\w[\w.\-]*", key) else json.dumps(key), f"unknown field{hint}"))
+    optional = ({"prompt"} if "messages" in obj else set()) | (
+        {"expected_tool", "expected_args"} if obj.get("expected_calls") is not None else set())
     for key in REQUIRED_FIELDS:
-        if key not in obj:
+        if key not in obj and key not in optional:
             field_err.append((key, "missing field"))
     for key in ("prompt", "expected_tool"):
+        if key == "expected_tool" and obj.get(key, "") is None:
+            continue  # null: the right answer is no call
         if key in obj and (not isinstance(obj[key], str) or not obj[key].strip()):
             field_err.append((key, f"must be a non-empty string, got {json.dumps(obj[key])[:40]}"))
+    if "messages" in obj:
+        _check_messages(obj["messages"], field_err)
     for key in ("expected_args", "initial_state", "expected_state"):
         if key in obj and not isinstance(obj[key], dict) and not (key != "expected_args" and obj[key] is None):
             field_err.append((key, f"must be an object, got {type(obj[key]).__name__}"))
-    for key in ("split", "dataset"):
+    for key in ("split", "dataset", "template"):
         if key in obj and (not isinstance(obj[key], str) or not obj[key].strip()):
             field_err.append((key, "must be a non-empty string"))
     if "id" in obj and (isinstance(obj["id"], bool) or not isinstance(obj["id"], (str, int)) or str(obj["id"]) == ""):
@@ -96,6 +136,64 @@ def _check_line(obj: Any, field_err: list[tuple[str, str]]) -> None:
                 if not isinstance(specs[-1].get("description", ""), str):
                     field_err.append((f"tools[{i}].description", "must be a string"))
     _check_expected_call(obj, specs, tools is not None, field_err)
+    if obj.get("expected_calls") is not None:
+        _check_expected_calls(obj["expected_calls"], specs, tools is not None, field_err)
+
+
+def _check_messages(messages: Any, field_err: list[tuple[str, str]]) -> None:
+    """A task's starting conversation: chat messages the template can render, ending where the model answers."""
+    if not isinstance(messages, list) or not messages:
+        field_err.append(("messages", "must be a non-empty list of chat messages"))
+        return
+    for i, m in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(m, dict):
+            field_err.append((where, f"must be an object, got {type(m).__name__}"))
+            continue
+        if m.get("role") not in MESSAGE_ROLES:
+            field_err.append((f"{where}.role", f"must be one of {list(MESSAGE_ROLES)}, got {json.dumps(m.get('role'))[:40]}"))
+        content, calls = m.get("content"), m.get("tool_calls")
+        if calls is not None:
+            if m.get("role") != "assistant" or not isinstance(calls, list):
+                field_err.append((f"{where}.tool_calls", "must be a list, on an assistant message"))
+            else:
+                for j, c in enumerate(calls):
+                    if (problem := _message_call_problem(c)) is not None:
+                        field_err.append((f"{where}.tool_calls[{j}]", problem))
+        if not isinstance(content, str) and not (content is None and calls):
+            field_err.append((f"{where}.content", "must be a string (or null on an assistant message with tool_calls)"))
+    last = messages[-1]
+    if isinstance(last, dict) and last.get("role") not in ("user", "tool"):
+        field_err.append((f"messages[{len(messages) - 1}].role", "the last message must be 'user' or 'tool' (the model answers it)"))
+
+
+def _message_call_problem(call: Any) -> str | None:
+    """What is wrong with one assistant `tool_calls` entry (OpenAI shape, or flat name/arguments), or None."""
+    fn = call.get("function") if isinstance(call, dict) and isinstance(call.get("function"), dict) else call
+    if not isinstance(fn, dict):
+        return "must be an object"
+    if not isinstance(fn.get("name"), str) or not fn["name"].strip():
+        return "needs a non-empty string 'name'"
+    if not isinstance(fn.get("arguments", {}), (dict, str)):
+        return "'arguments' must be an object (or JSON text)"
+    return None
+
+
+def _check_expected_calls(calls: Any, specs: list[dict[str, Any]] | None, has_tools: bool,
+                          field_err: list[tuple[str, str]]) -> None:
+    """Parallel calls: each entry a call of an offered tool, with that tool's parameters."""
+    if not isinstance(calls, list) or not calls:
+        field_err.append(("expected_calls", "must be a non-empty list of calls"))
+        return
+    for i, c in enumerate(calls):
+        name, args, problem = expected_call_of(c)
+        if problem is not None:
+            field_err.append((f"expected_calls[{i}]", problem))
+            continue
+        sub: list[tuple[str, str]] = []
+        _check_expected_call({"expected_tool": name, "expected_args": args}, specs, has_tools, sub)
+        field_err.extend((f"expected_calls[{i}]" + f[len("expected_tool"):] if f == "expected_tool" else
+                          f"expected_calls[{i}].arguments", r) for f, r in sub)
 
 
 def _check_parameters(params: dict[str, Any], where: str, field_err: list[tuple[str, str]]) -> None:
@@ -169,17 +267,22 @@ def load_tasks(path: str | Path, split: str | None = None) -> list[Task]:
             errors.extend((str(path), lineno, f, r) for f, r in problems)
             continue
         tools = obj.get("tools")
+        calls = obj.get("expected_calls")
         tasks.append(
             Task(
                 id=tid,
-                prompt=obj["prompt"],
-                expected_tool=obj["expected_tool"],
-                expected_args=obj["expected_args"],
+                prompt=obj["prompt"] if "prompt" in obj else _last_user_text(obj["messages"]),
+                expected_tool=obj["expected_tool"] if "expected_tool" in obj else expected_call_of(calls[0])[0],
+                expected_args=obj["expected_args"] if "expected_args" in obj else expected_call_of(calls[0])[1],
                 tools=[normalize_tool_spec(t) for t in tools] if tools is not None else None,
                 split=obj.get("split", "train"),
                 dataset=obj.get("dataset", path.stem),
                 initial_state=obj.get("initial_state"),
+                template=obj.get("template"),
                 expected_state=obj.get("expected_state"),
+                messages=obj.get("messages"),
+                expected_calls=[dict(zip(("name", "arguments"), expected_call_of(c)[:2], strict=True)) for c in calls]
+                if calls is not None else None,
             )
         )
     if errors:
@@ -187,11 +290,17 @@ def load_tasks(path: str | Path, split: str | None = None) -> list[Task]:
     return [t for t in tasks if split is None or t.split == split]
 
 
+def _last_user_text(messages: list[dict[str, Any]]) -> str:
+    """A mid-conversation task's prompt (what the UI lists): its last user message."""
+    users = [m.get("content") or "" for m in messages if m.get("role") == "user"]
+    return users[-1] if users else ""
+
+
 def task_to_line(task: Task) -> dict[str, Any]:
     """A task in the JSONL seed format (None fields left out), so load_tasks reads it back unchanged."""
     d = {"id": task.id, "prompt": task.prompt, "expected_tool": task.expected_tool,
          "expected_args": task.expected_args, "split": task.split, "dataset": task.dataset}
-    for key in ("tools", "initial_state", "expected_state"):
+    for key in ("tools", "initial_state", "expected_state", "messages", "expected_calls", "template"):
         if getattr(task, key) is not None:
             d[key] = getattr(task, key)
     return d
@@ -204,7 +313,8 @@ def write_builtin_jsonl(path: str | Path, split: str | None = None) -> int:
     return len(tasks)
 
 
-BUILTIN_SOURCES = ("builtin:calendar", "builtin:calendar_mt", "tool_call_eval", "train", "held_out")
+BUILTIN_SOURCES = ("builtin:calendar", "builtin:calendar_mt", "builtin:calendar_calls", "tool_call_eval", "train",
+                   "held_out", "validation", "test")
 
 
 def load_task_source(source: str | Path, split: str) -> list[Task]:
@@ -212,7 +322,7 @@ def load_task_source(source: str | Path, split: str) -> list[Task]:
 
     Built-ins: "builtin:calendar" (single-turn, filtered by `split`), "builtin:calendar_mt" (multi-turn,
     filtered by `split`), "tool_call_eval" (the calendar held-out split whatever `split` says), "train" /
-    "held_out" (that calendar split). A file is filtered by `split` when it has tasks of that split; a file
+    "held_out" (alias "validation") / "test" (that calendar split). A file is filtered by `split` when it has tasks of that split; a file
     whose tasks all share one other split (typically no split field: all "train") is used whole, since the
     user named it for this role. Never returns an empty list.
     """
@@ -221,9 +331,11 @@ def load_task_source(source: str | Path, split: str) -> list[Task]:
         tasks = builtin_tasks(split)
     elif key == "builtin:calendar_mt":
         tasks = [t for t in builtin_multi_turn_tasks() if t.split == split]
+    elif key == "builtin:calendar_calls":  # no-call and parallel-call tasks (train / held_out)
+        tasks = builtin_call_tasks("held_out" if split == "validation" else split)
     elif key == "tool_call_eval":
         tasks = builtin_tasks("held_out")
-    elif key in ("train", "held_out"):
+    elif key in ("train", "held_out", "validation", "test"):
         tasks = builtin_tasks(key)
     else:
         path = Path(key)

@@ -12,12 +12,13 @@ next step exactly (the model and optimizer come back from the checkpoint).
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import hashlib
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,19 +28,21 @@ import torch
 
 import store
 from workbench import checkpoint as ckpt
-from workbench import grpo
+from workbench import grpo, metric_log, splits, trajectory_rows
 from workbench.config import Config
 from workbench.envs import env_for_config
 from workbench.eval import EvalResult, evaluate
 from workbench.models import Policy, load_policy
+from workbench.progress import Progress, eval_label
 from workbench.rollout.runner import Rollout, Sampling, run_rollouts
-from workbench.sft import run_sft, sft_examples
+from workbench.safe_points import Interrupted, layer_safe_points
+from workbench.sft import run_sft
+from workbench.sft_native import env_sft_examples, native_sft_rows
 from workbench.tasks import load_task_source
 from workbench.types import Score, Task
 from workbench.update import policy_update, update_items
 from workbench.verifiers import Verifier, get_verifier, load_verifier_code
-from workbench.verifiers.metrics import classify
-from workbench.view.evaluations import should_promote
+from workbench.view.evaluations import promotion
 from workbench.view.records import Checkpoint, Eval
 
 
@@ -48,6 +51,11 @@ class Hooks:
 
     def safe_point(self, trainer: Trainer, where: str) -> None:
         """Called after each rollout group, before the update and after the step; may block (pause)."""
+
+    def inner_safe_point(self, trainer: Trainer, phase: str) -> None:
+        """Called every few tokens inside decoding, and per model layer inside prefill, SFT and the update
+        (workbench.safe_points): must be cheap; may block (pause). After it, a stop ends the phase
+        (`Interrupted`) except in the update, which then finishes first."""
 
     def should_stop(self, trainer: Trainer) -> bool:
         return False
@@ -65,18 +73,24 @@ class Scored:
 
 
 def make_engine(cfg: Config, policy: Policy, work_dir: Path | None = None) -> Any:
-    if cfg.rollout == "hf":
-        from workbench.rollout.hf import HFEngine
+    if cfg.rollout in ("hf", "hf_generate"):  # in-process; transformers' generate where our sampler cannot go
+        from workbench.rollout.hf_generate import local_engine
 
-        return HFEngine(policy)
+        return local_engine(policy, cfg.rollout)
     from workbench.rollout import vllm  # optional extra, imported lazily; fails with a message naming it
 
     return vllm.make(cfg, policy, work_dir=work_dir)
 
 
+_TASK_FIELDS_V1 = ("id", "prompt", "expected_tool", "expected_args", "tools", "split", "dataset", "initial_state",
+                   "expected_state")
+
+
 def task_row(task: Task) -> dict[str, Any]:
     # The content hash in the key keeps an edited tasks file from rewriting the tasks older runs point at.
-    digest = hashlib.sha256(json.dumps(task.to_dict(), sort_keys=True).encode()).hexdigest()[:10]
+    # Fields added to Task later count only when set, so a resumed older run finds its tasks' keys unchanged.
+    content = {k: v for k, v in task.to_dict().items() if k in _TASK_FIELDS_V1 or v is not None}
+    digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:10]
     return {
         "key": f"{task.dataset}/{task.split}/{task.id}/{digest}", "dataset": task.dataset, "split": task.split,
         "prompt": task.prompt, "expected_tool": task.expected_tool, "expected_args": task.expected_args,
@@ -86,6 +100,8 @@ def task_row(task: Task) -> dict[str, Any]:
 
 class Trainer:
     """Owns the policy, the optimizer and the RNG of one run; everything it learns goes to the store."""
+
+    grad_sync: Any = None  # with data-parallel ranks: their gradient sum (workbench.distributed.RankTrainer)
 
     def __init__(
         self,
@@ -105,18 +121,31 @@ class Trainer:
         self.harness = self.env.harness
         self.train_tasks = load_task_source(cfg.tasks, "train")
         self.eval_tasks = load_task_source(cfg.held_out_eval, "held_out")
-        if cfg.eval_max_tasks is not None:
+        self.eval_tasks, self.test_tasks, split_warnings = splits.resolve(cfg.held_out_eval, cfg.test_tasks,
+                                                                          self.eval_tasks)
+        if cfg.eval_max_tasks is not None:  # a cost cap on each split (the first N: deterministic)
             self.eval_tasks = self.eval_tasks[: cfg.eval_max_tasks]
+            self.test_tasks = self.test_tasks[: cfg.eval_max_tasks]
         if run_id is None:
             run_id = store.runs.create_run(db, name=cfg.name, model=cfg.model, config=cfg.to_dict(),
                                            harness=self.harness.to_dict())
         self.run_id = run_id
-        self.task_ids = store.tasks.add_tasks(db, [task_row(t) for t in self.train_tasks + self.eval_tasks])
+        self.progress = Progress(db, run_id, log)
+        self.task_ids = store.tasks.add_tasks(
+            db, [task_row(t) for t in self.train_tasks + self.eval_tasks + self.test_tasks])
+        for w in split_warnings:
+            self.log(f"warning: {w}")
+            store.runs.add_event(db, run_id, "warning", w)
         self.verifier, self.verifier_id = self._load_verifier()
+        if policy is None:
+            self.progress.report("load", label=f"loading {cfg.model} (converted once on first use)")
         self.policy = policy or load_policy(
             cfg.model, adapter=cfg.adapter, lora_r=cfg.lora.r, lora_alpha=cfg.lora.alpha,
             lora_dropout=cfg.lora.dropout, target_modules=cfg.lora.target_modules, dtype=cfg.dtype, seed=cfg.seed,
+            device=cfg.device,
         )
+        if cfg.tool_format == "native":  # the call format is read from the model's own chat template
+            self.env = env_for_config(cfg, self.policy.tokenizer)
         if cfg.adapter == "full" and cfg.beta > 0 and not self._kl_to_sft:
             # KL to the initial weights: copy them now, before an SFT warm-up, a step or a resume's checkpoint
             # changes them (a reference taken lazily later would be whatever the policy is then).
@@ -126,7 +155,7 @@ class Trainer:
         self.run_dir = Path(cfg.output_dir).resolve() / f"run-{run_id}-{created}"
         self.engine = make_engine(cfg, self.policy, work_dir=self.run_dir / "engine")
         # Another engine's sampling log-probs differ from ours (kernels, dtype): correct for it in the loss.
-        self.is_correction = cfg.rollout != "hf"
+        self.is_correction = cfg.rollout not in ("hf", "hf_generate")
         self.optimizer = torch.optim.AdamW(
             self.policy.trainable_parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay
         )
@@ -158,7 +187,12 @@ class Trainer:
 
     # ----- the whole run --------------------------------------------------------------------------------
     def run(self) -> None:
-        """Baseline, SFT, GRPO to max_steps, with evals and checkpoints; resumable at any point."""
+        """Baseline, SFT, GRPO to max_steps, with evals and checkpoints; resumable at any point. A stop
+        inside an eval drops that eval (a resume redoes it: see `resume`)."""
+        with contextlib.suppress(Interrupted):
+            self._run()
+
+    def _run(self) -> None:
         if not any(e["is_baseline"] for e in store.metrics.list_evals(self.db, self.run_id)):
             self.log("baseline eval on held-out tasks")
             self.run_eval(is_baseline=True)
@@ -178,17 +212,24 @@ class Trainer:
 
     def run_sft_phase(self) -> None:
         self.log(f"SFT warm-up: {self.cfg.sft_steps} steps")
-        examples = sft_examples(self.train_tasks, lambda t: self.env.start(t).messages)
+        examples = env_sft_examples(self.env, self.train_tasks)  # in the run's tool format (json or native)
 
         def on_step(i: int, loss: float) -> bool:
             store.runs.add_event(self.db, self.run_id, "sft_step", f"SFT step {i + 1}: loss {loss:.4f}",
                                  {"step": i + 1, "loss": loss})
+            self.progress.report("sft", i + 1, self.cfg.sft_steps, loss=loss)
             self.hooks.safe_point(self, "sft_step")
             return not self.hooks.should_stop(self)
 
-        losses = run_sft(self.policy, examples, self.cfg.sft_steps, lr=self.cfg.sft_learning_rate,
-                         batch_size=self.cfg.sft_batch_size, seed=self.cfg.seed, prefill=self.harness.prefill,
-                         on_step=on_step)
+        self.progress.report("sft", 0, self.cfg.sft_steps)
+        try:
+            with self._inside("sft"):  # safe points per layer, forward and backward: a pause waits < 1 s
+                losses = run_sft(self.policy, examples, self.cfg.sft_steps, lr=self.cfg.sft_learning_rate,
+                                 batch_size=self.cfg.sft_batch_size, seed=self.cfg.seed, prefill=self.harness.prefill,
+                                 on_step=on_step,
+                                 rows_fn=native_sft_rows if self.cfg.tool_format == "native" else None)
+        except Interrupted:  # stopped inside a step: that step never reached its optimizer step
+            losses = []
         self.engine.update_weights(self.policy)  # a separate engine (vLLM) must see the warmed-up weights
         if len(losses) < self.cfg.sft_steps:  # stopped part-way: a resume redoes the warm-up
             return
@@ -216,8 +257,13 @@ class Trainer:
 
     def score_many(self, rollouts: list[Rollout]) -> list[Score]:
         """A group at once: a user verifier runs in a worker process (workbench.verifiers.isolated), one
-        round trip per group; a row that hangs or crashes there costs that row only."""
-        return self.verifier.score_many([(r.output, r.task) for r in rollouts], timeout_s=self.cfg.verifier_timeout_s)
+        round trip per group; a row that hangs or crashes there costs that row only. An episode the environment
+        failed (`Output.error`: an MCP server died or hung) is an error row, not scored."""
+        ok = [r for r in rollouts if getattr(r.output, "error", None) is None]
+        scores = iter(self.verifier.score_many([(r.output, r.task) for r in ok], timeout_s=self.cfg.verifier_timeout_s)
+                      if ok else [])
+        return [next(scores) if getattr(r.output, "error", None) is None
+                else Score(total=0.0, error=f"environment: {r.output.error}") for r in rollouts]
 
     def train_step(self) -> dict[str, Any] | None:
         """One GRPO step; None when a stop was requested part-way (nothing updated, rows to supersede)."""
@@ -252,7 +298,10 @@ class Trainer:
         if over_budget:  # a verifier this broken scores a biased few rows at best: no update from them
             update_metrics: dict[str, float] = {"loss": 0.0, "update_skipped": 1.0}
         else:
-            update_metrics = self._update(groups, advantages, keep)
+            self.progress.report("update", step=step, max_steps=self.cfg.max_steps, eta_s=self._eta_s(step))
+            # A pause waits inside the update; a stop lets it finish (its optimizer steps are all or none).
+            with self._inside("update", interruptible=False):
+                update_metrics = self._update(groups, advantages, keep)
         update_s = time.perf_counter() - t1
         self.step = step
         tokens = sum(s.rollout.completion_tokens for grp in groups for s in grp)
@@ -264,6 +313,7 @@ class Trainer:
             "verifier_error_frac": errors / n_rows if n_rows else 0.0,
         }
         store.metrics.append_step(self.db, self.run_id, step, metrics)
+        metric_log.log_step(self.cfg, self.run_dir, step, metrics)  # TensorBoard, when `log_to` asks for it
         self.log(self._report_step(step, groups, metrics, over_budget))
         self.hooks.safe_point(self, "after_step")
         return metrics
@@ -296,20 +346,52 @@ class Trainer:
         return f"step {step}: reward {metrics['reward']:.3f}{errs} {tail}"
 
     def _roll_out(self, step: int, tasks: list[Task], sampling: Sampling, groups: list[list[Scored]]) -> bool:
-        """One scored rollout group per task, appended to `groups`, with a safe point after each; False when a
-        stop was requested. A group's generation seed derives from (seed, step, its index in the step)."""
-        for task in tasks:
-            g = len(groups)
-            (rollouts,) = run_rollouts(
-                self.engine, self.policy.tokenizer, self.env, [task], self.cfg.num_generations_per_prompt, sampling,
-                stop_token_ids=self.policy.eos_token_ids, seed=self.cfg.seed * 7_919 + step * 131 + g,
-            )
-            scores = self.score_many(rollouts)
-            groups.append([Scored(r, self._train_score(r, s)) for r, s in zip(rollouts, scores, strict=True)])
-            self.hooks.safe_point(self, "after_group")
-            if self.hooks.should_stop(self):
-                return False
-        return True
+        """One scored rollout group per task, appended to `groups`: all the tasks' groups decode together
+        (one batch: ~2x the tokens/s of a group at a time, bench/rollout_batching.py), with safe points inside
+        decoding and one after the groups are scored; False when a stop was requested (then nothing of the
+        step is kept or written). The generation seed derives from (seed, step, the first group's index)."""
+        g0 = len(groups)
+        eta = self._eta_s(step)
+
+        def on_tokens(done: int) -> None:
+            self.progress.report("rollout", done, sampling.max_new_tokens, step=step, max_steps=self.cfg.max_steps,
+                                 eta_s=eta)
+            point()
+
+        self.progress.report("rollout", 0, sampling.max_new_tokens, step=step, max_steps=self.cfg.max_steps, eta_s=eta)
+        try:
+            with self._inside("rollout") as point:
+                per_task = run_rollouts(
+                    self.engine, self.policy.tokenizer, self.env, tasks, self.cfg.num_generations_per_prompt,
+                    sampling, stop_token_ids=self.policy.eos_token_ids, seed=self.cfg.seed * 7_919 + step * 131 + g0,
+                    on_tokens=on_tokens,
+                )
+        except Interrupted:
+            return False
+        scores = iter(self.score_many([r for rollouts in per_task for r in rollouts]))
+        for rollouts in per_task:
+            groups.append([Scored(r, self._train_score(r, next(scores))) for r in rollouts])
+        self.hooks.safe_point(self, "after_group")
+        return not self.hooks.should_stop(self)
+
+    @contextlib.contextmanager
+    def _inside(self, phase: str, *, interruptible: bool = True) -> Iterator[Callable[[], None]]:
+        """Safe points inside a long phase (per model layer; decoding adds one every few tokens): the driver
+        may pause there; a stop raises `Interrupted` unless the phase must finish (the update)."""
+
+        def point() -> None:
+            self.hooks.inner_safe_point(self, phase)
+            if interruptible and self.hooks.should_stop(self):
+                raise Interrupted(phase)
+
+        with layer_safe_points(self.policy.model, point):
+            yield point
+
+    def _eta_s(self, step: int) -> float | None:
+        """Seconds to max_steps at the mean time of the last (up to 5) steps; None before the first."""
+        recent = [s["metrics"].get("step_time_s") for s in store.metrics.steps_since(self.db, self.run_id, step - 6)]
+        times = [t for t in recent if isinstance(t, (int, float))][-5:]
+        return (self.cfg.max_steps - step + 1) * sum(times) / len(times) if times else None
 
     def _train_score(self, rollout: Rollout, score: Score) -> Score:
         """The verifier's score plus, with `overlong_buffer`, DAPO's soft overlong penalty (its own part) on the
@@ -407,13 +489,14 @@ class Trainer:
         for g, (grp, adv) in enumerate(zip(groups, advantages, strict=True)):
             for i, (s, a) in enumerate(zip(grp, adv, strict=True)):
                 rows.append(self._trajectory_row(s, step=step, split="train", group_idx=g, sample_idx=i, advantage=a))
-        store.trajectories.insert_trajectories(self.db, rows)
+        store.trajectories.insert_trajectories(self.db, trajectory_rows.add_sharing_hints(rows))
 
     def _trajectory_row(self, s: Scored, **fields: Any) -> dict[str, Any]:
         r, out = s.rollout, s.rollout.output
         return {
             "run_id": self.run_id, "task_id": self.task_ids[task_row(r.task)["key"]], "messages": out.messages,
-            "completion": out.text, "outcome": classify(out, r.task),
+            "completion": out.text, "outcome": trajectory_rows.outcome(out, r.task),
+            "token_trace": trajectory_rows.token_trace(r),
             "tool_calls": [dataclasses.replace(c, id=c.id or f"call_{i}").to_dict() for i, c in enumerate(out.tool_calls)],
             "reward":
             None if s.score.error else s.score.total, "reward_parts": s.score.parts, "explanation": s.score.explanation,
@@ -438,7 +521,7 @@ class Trainer:
         out = policy_update(
             self.policy, self.optimizer, self.cfg, items, n_seqs, temperature=temperature,
             lr=self._lr_at(self.step + 1, lr), is_correction=self.is_correction, micro_batch=micro_batch,
-            skip_zero_advantage=skip_zero_advantage,
+            skip_zero_advantage=skip_zero_advantage, sync=self.grad_sync,
             on_skip=lambda norm: self.log(f"step {self.step + 1}: non-finite gradient norm ({norm}); "
                                           "optimizer step skipped"),
         )
@@ -447,8 +530,13 @@ class Trainer:
         return out
 
     # ----- eval and checkpoints ------------------------------------------------------------------------
-    def run_eval(self, *, is_baseline: bool = False, checkpoint_id: int | None = None) -> dict[str, Any]:
-        result = self._evaluate(samples=0)
+    def run_eval(self, *, is_baseline: bool = False, checkpoint_id: int | None = None,
+                 label: str | None = None) -> dict[str, Any]:
+        """Held-out eval(s) of the current policy, recorded with their rows; `label` says what is evaluated
+        (default: base, SFT-only or "GRPO step k"). A stop inside raises `Interrupted`: nothing is recorded."""
+        label = label or eval_label(is_baseline=is_baseline, sft_only=self.step == 0 and self.sft_done
+                                    and self.cfg.sft_steps > 0, step=self.step)
+        result = self._evaluate(samples=0, label=label)
         metrics = dict(result.metrics)
         eval_id = store.metrics.record_eval(
             self.db, self.run_id, step=self.step, tasks={"source": self.cfg.held_out_eval, "n": len(self.eval_tasks)},
@@ -456,42 +544,61 @@ class Trainer:
         )
         self._store_eval_rollouts(result, eval_id, checkpoint_id)
         if self.cfg.eval_samples > 0:
-            sampled = self._evaluate(samples=self.cfg.eval_samples)
+            sampled = self._evaluate(samples=self.cfg.eval_samples, label=label)
             sid = store.metrics.record_eval(
                 self.db, self.run_id, step=self.step, tasks={"source": self.cfg.held_out_eval,
                                                               "n": len(self.eval_tasks)},
                 mode="sampled", metrics=sampled.metrics, checkpoint_id=checkpoint_id, is_baseline=is_baseline,
             )
             self._store_eval_rollouts(sampled, sid, checkpoint_id)
+        if self.test_tasks:  # reported beside validation; never read by promotion or any other decision
+            tested = self._evaluate(samples=0, label=f"{label} (test)", tasks=self.test_tasks)
+            tid = store.metrics.record_eval(
+                self.db, self.run_id, step=self.step, mode="greedy", metrics=tested.metrics,
+                tasks={"source": self.cfg.test_tasks, "split": "test", "n": len(self.test_tasks)},
+                checkpoint_id=checkpoint_id, is_baseline=is_baseline,
+            )
+            self._store_eval_rollouts(tested, tid, checkpoint_id, split="test")
+            self.log(f"test at step {self.step}: {label}: success {tested.metrics.get('success_rate', 0):.3f}")
         if checkpoint_id is not None:
             self._maybe_promote(checkpoint_id, eval_id)
-        self.log(f"eval at step {self.step}: success {metrics.get('success_rate', 0):.3f} "
+        self.log(f"eval at step {self.step}: {label}: success {metrics.get('success_rate', 0):.3f} "
                  f"valid JSON {metrics.get('valid_json_rate', 0):.3f}")
         return metrics
 
-    def _evaluate(self, samples: int) -> EvalResult:
-        return evaluate(
-            self.engine, self.policy.tokenizer, self.env, self.eval_tasks, max_new_tokens=self.cfg.max_completion_length,
-            samples=samples, temperature=self.temperature, top_p=self.cfg.top_p, stop_token_ids=self.policy.eos_token_ids,
-            seed=self.cfg.seed + 17,
-        )
+    def _evaluate(self, samples: int, label: str = "", tasks: list[Task] | None = None) -> EvalResult:
+        label += " sampled" if samples else ""
+        with self._inside("eval") as point:
+            return evaluate(
+                self.engine, self.policy.tokenizer, self.env, self.eval_tasks if tasks is None else tasks,
+                max_new_tokens=self.cfg.max_completion_length, samples=samples, temperature=self.temperature,
+                top_p=self.cfg.top_p, stop_token_ids=self.policy.eos_token_ids, seed=self.cfg.seed + 17,
+                on_tokens=lambda done: point(),
+                on_progress=lambda done, total: self.progress.report("eval", done, total, label=label, step=self.step),
+            )
 
-    def _store_eval_rollouts(self, result: EvalResult, eval_id: int, checkpoint_id: int | None) -> None:
-        n = max(1, len(result.rollouts) // max(1, len(self.eval_tasks)))  # samples per task
+    def _store_eval_rollouts(self, result: EvalResult, eval_id: int, checkpoint_id: int | None,
+                             split: str = "held_out") -> None:
+        n_tasks = len(self.test_tasks if split == "test" else self.eval_tasks)
+        n = max(1, len(result.rollouts) // max(1, n_tasks))  # samples per task
         rows = [
-            self._trajectory_row(Scored(r, self.score(r)), step=self.step, split="held_out", group_idx=i // n,
+            self._trajectory_row(Scored(r, self.score(r)), step=self.step, split=split, group_idx=i // n,
                                  sample_idx=i % n, eval_id=eval_id, checkpoint_id=checkpoint_id)
             for i, r in enumerate(result.rollouts)
         ]
-        store.trajectories.insert_trajectories(self.db, rows)
+        store.trajectories.insert_trajectories(self.db, trajectory_rows.add_sharing_hints(rows))
 
     def _maybe_promote(self, checkpoint_id: int, eval_id: int) -> None:
         """The promotion rule lives in workbench.view.evaluations (the report and the UI read the same)."""
         evals = [Eval.from_row(e) for e in store.metrics.list_evals(self.db, self.run_id)]
         promoted = store.metrics.promoted_checkpoint(self.db, self.run_id)
         candidate = next(e for e in evals if e.id == eval_id)
-        if should_promote(candidate, evals, promoted and Checkpoint.from_row(promoted)):
+        decision = promotion(candidate, evals, promoted and Checkpoint.from_row(promoted))
+        if decision.promote:
             store.metrics.promote_checkpoint(self.db, checkpoint_id)
+        verdict = "promoted" if decision.promote else "not promoted"
+        store.runs.add_event(self.db, self.run_id, "promotion", f"step {self.step}: {verdict}: {decision.reason}")
+        self.log(f"checkpoint at step {self.step} {verdict}: {decision.reason}")
 
     def save_checkpoint(self, kind: str) -> int:
         path = self.run_dir / f"step-{self.step:05d}-{kind}"

@@ -14,11 +14,17 @@ from typing import Any
 
 @dataclass
 class Task:
-    """One prompt with the tool call that answers it. `id` is stable across loads (dataset:index)."""
+    """One prompt with the tool call that answers it. `id` is stable across loads (dataset:index).
+
+    `expected_tool` None means the right answer is no call at all (the request needs none, or is unsafe).
+    `expected_calls` (several calls in one turn, matched in any order) replaces `expected_tool`/`args` when
+    set; each is `{"name": ..., "arguments": {...}}`. `messages`: a conversation the task starts in (ending
+    with the turn the model answers); None means one user message, `prompt`.
+    """
 
     id: str
     prompt: str
-    expected_tool: str
+    expected_tool: str | None
     expected_args: dict[str, Any]
     tools: list[dict[str, Any]] | None = None  # JSON-schema function specs offered to the model
     split: str = "train"
@@ -26,6 +32,11 @@ class Task:
     # Multi-turn tasks: the simulated world before the episode and the state a correct episode leaves.
     initial_state: dict[str, Any] | None = None
     expected_state: dict[str, Any] | None = None
+    messages: list[dict[str, Any]] | None = None
+    expected_calls: list[dict[str, Any]] | None = None
+    # The phrasing template a generated task came from: tasks of one template are not independent, so
+    # confidence intervals resample templates (clusters) as well as tasks.
+    template: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,7 +87,10 @@ class Output(str):
     (why the last reply was not a tool call, or None), `unsafe` (reasons the environment flagged),
     `executed` (every call ran without a tool error), `observations` (tool results, in order),
     `state` (the simulated world's state when the episode ended, or None: multi-turn verifiers compare it
-    with `task.expected_state`).
+    with `task.expected_state`), `tool_format` ("json": the project's harness, or "native": the model's
+    chat-template format; the calls are parsed into the same `ToolCall`s either way), `error` (the
+    environment failed, e.g. an MCP tool server died or hung: not the model's doing, so the trainer scores
+    the episode as an error, with no reward and no gradient).
     """
 
     messages: list[dict[str, Any]]
@@ -86,6 +100,8 @@ class Output(str):
     executed: bool
     observations: list[Any]
     state: dict[str, Any] | None
+    tool_format: str
+    error: str | None
 
     def __new__(
         cls,
@@ -98,6 +114,8 @@ class Output(str):
         executed: bool = False,
         observations: list[Any] | None = None,
         state: dict[str, Any] | None = None,
+        tool_format: str = "json",
+        error: str | None = None,
     ) -> Output:
         obj = super().__new__(cls, text)
         obj.messages = messages or []
@@ -107,6 +125,8 @@ class Output(str):
         obj.executed = executed
         obj.observations = observations or []
         obj.state = state
+        obj.tool_format = tool_format
+        obj.error = error
         return obj
 
     @property

@@ -61,7 +61,7 @@ def _padded(rows: list[list[float]], like: torch.Tensor) -> torch.Tensor:
     """Per-token values right-padded with 0 to `like`'s [N, T] (the completion layout of the log-prob pass)."""
     out = torch.zeros_like(like, dtype=like.dtype)
     for i, r in enumerate(rows):
-        out[i, : len(r)] = torch.tensor(r[: like.shape[1]], dtype=like.dtype)
+        out[i, : len(r)] = torch.tensor(r[: like.shape[1]], dtype=like.dtype, device=like.device)
     return out
 
 
@@ -99,19 +99,27 @@ def policy_update(
     micro_batch: int = 16,
     skip_zero_advantage: bool = True,
     on_skip: Callable[[float], None] = lambda grad_norm: None,
+    sync: Any = None,
 ) -> dict[str, float]:
-    """`cfg.num_iterations` optimizer steps at learning rate `lr` on `items`; the step's metrics."""
+    """`cfg.num_iterations` optimizer steps at learning rate `lr` on `items`; the step's metrics.
+
+    `sync` (workbench.distributed.RankSync) with data-parallel ranks, each holding its share of the step's
+    rows: the decisions (nothing to train, all advantages zero) and the normalisers are the whole step's,
+    the gradients are summed over ranks before clipping, so every rank takes the 1-process optimizer step."""
     live = [it for it in items if it[4] > 0]  # rows with a loss (overlong filtering drops the others)
-    if not live:
+    nonzero = [it for it in live if it[2] != 0.0] if skip_zero_advantage and cfg.beta == 0 else live
+    counts = [len(live), len(nonzero), sum(len(it[1]) for it in live), sum(len(it[1]) for it in nonzero), n_seqs]
+    if sync is not None:
+        counts = [int(c) for c in sync.sum_floats(counts)]
+    if counts[0] == 0:
         return {"loss": 0.0, "update_skipped": 1.0}
     loss_type, level = cfg.loss_type, cfg.importance_sampling_level
     model = policy.model
     pad = policy.tokenizer.pad_token_id or 0
     temp = temperature if temperature > 0 else 1.0
-    total_tokens = sum(len(it[1]) for it in live)  # normalisers: over every row with a loss, skipped or not
-    work = [it for it in live if it[2] != 0.0] if skip_zero_advantage and cfg.beta == 0 else live
-    work = work or live  # all zero: run them anyway, so the optimizer step is the same as ever
-    work_tokens = sum(len(it[1]) for it in work)
+    total_tokens, n_seqs = counts[2], counts[4]  # normalisers: over every row with a loss, skipped or not
+    # all zero (on every rank): run them anyway, so the optimizer step is the same as ever
+    work, work_tokens = (nonzero, counts[3]) if counts[1] else (live, total_tokens)
     chunks = _chunks(work, micro_batch)
 
     def logprobs(m: Any, ch: list[Item], entropy: bool = False) -> tuple:
@@ -138,8 +146,9 @@ def policy_update(
         optimizer.zero_grad(set_to_none=True)
         for j, ch in enumerate(chunks):
             logps, mask, ent = logprobs(model, ch, entropy=True)
-            adv = torch.tensor([it[2] for it in ch], dtype=logps.dtype)
-            seq_w = None if all(it[4] == 1.0 for it in ch) else torch.tensor([it[4] for it in ch], dtype=logps.dtype)
+            adv = torch.tensor([it[2] for it in ch], dtype=logps.dtype, device=logps.device)
+            seq_w = (None if all(it[4] == 1.0 for it in ch)
+                     else torch.tensor([it[4] for it in ch], dtype=logps.dtype, device=logps.device))
             old_j = old[j] if old[j] is not None else logps.detach()
             is_w = None
             if is_correction:
@@ -162,6 +171,8 @@ def policy_update(
             sums["loss"] = sums.get("loss", 0.0) + float(loss.detach()) * weight
             for k, v in m.items():
                 sums[k] = sums.get(k, 0.0) + v * tok_w
+        if sync is not None:  # each rank's loss used the step's normalisers: the sum is the step's gradient
+            sync.sum_grads(policy.trainable_parameters())
         grad_norm = float(torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), cfg.max_grad_norm))
         if math.isfinite(grad_norm):
             optimizer.step()
@@ -170,6 +181,8 @@ def policy_update(
             skipped += 1
             on_skip(grad_norm)
     model.eval()
+    if sync is not None:  # each rank's sums are its share of the step's (weighted by the step's totals)
+        sums = sync.sum_dict(sums)
     out = {k: v / cfg.num_iterations for k, v in sums.items()}
     out["grad_norm"] = grad_norm if math.isfinite(grad_norm) else -1.0
     out["num_tokens"] = float(total_tokens)

@@ -5,8 +5,10 @@
 States written to the store with a time and reason: starting, running, pausing, paused, stopping,
 stopped, crashed, finished. A heartbeat thread (its own connection) refreshes the run's lock every second
 even inside a long step, and flips the status to "pausing" as soon as a pause is queued, so the UI can
-show that the request was seen. Commands are obeyed at the trainer's safe points (after each rollout
-group, before the update, after the step); while paused the model stays loaded and the worker only polls.
+show that the request was seen. Commands are obeyed at the trainer's safe points (after the step's rollout
+groups, before the update, after the step) and pause/resume/stop also at its inner ones (every few tokens
+of decoding, per layer in SFT, the update and evals: the command table is read there at most every
+`INNER_POLL_S`); while paused the model stays loaded and the worker only polls.
 """
 
 from __future__ import annotations
@@ -25,13 +27,21 @@ from typing import Any
 
 import store
 from workbench.config import config_from_dict
+from workbench.safe_points import Interrupted, Throttle
 from workbench.trainer import Hooks, Scored, Trainer
 from workbench.verifier_edit import applicable_version
 from workbench.view.run_state import ERROR_BUDGET_PAUSE, STALE_AFTER_S
 
 POLL_S = 0.25  # paused: how often the command table is read (one indexed query)
 STEP_BOUNDARIES = ("after_step", "sft_step")  # safe points between steps (no step half-scored)
+OUTER_POINTS = ("after_group", "before_update", *STEP_BOUNDARIES)  # the trainer's own; others are inner
 HEARTBEAT_S = 1.0
+INNER_POLL_S = 0.1  # inner safe points come every few ms: read the command table at most this often
+# Obeyed mid-phase (the settings only take effect at a step boundary anyway). A checkpoint, an eval or a
+# sample asked for mid-forward waits for the next outer safe point (claimed, answered there), unless the
+# worker is paused there: then all run at once (a nested forward under the paused one), except a
+# checkpoint inside the update (its weights may be between two of its optimizer steps).
+INNER_KINDS = ("pause", "resume", "stop", "set_verifier", "set_lr", "set_temperature")
 
 
 class LockLost(RuntimeError):
@@ -49,6 +59,17 @@ class WorkerHooks(Hooks):
         self.pending_settings: dict[str, float] = {}  # set_lr / set_temperature, waiting for a step boundary
         self.where = "starting"
         self.lock_lost = threading.Event()
+        self._inner_poll = Throttle(INNER_POLL_S)
+        self._deferred: list[dict[str, Any]] = []  # claimed mid-phase, handled at the next outer safe point
+        self._handling = False  # inside a command (an eval): its own safe points do not read commands
+
+    def inner_safe_point(self, trainer: Trainer, phase: str) -> None:
+        if self.lock_lost.is_set():
+            raise LockLost(f"run {self.run_id}: another worker took the lock; this one stops")
+        if self._handling or not self._inner_poll.ready():
+            return
+        if store.commands.pending(self.db, self.run_id):  # a read; claiming takes the write lock
+            self.safe_point(trainer, phase)
 
     def should_stop(self, trainer: Trainer) -> bool:
         return self.stop_requested
@@ -57,7 +78,7 @@ class WorkerHooks(Hooks):
         if self.lock_lost.is_set():
             raise LockLost(f"run {self.run_id}: another worker took the lock; this one stops")
         self.where = where
-        self._drain(trainer, where)
+        claimed = self._drain(trainer, where)
         if self.paused:
             reason, self.pause_reason = self.pause_reason, None
             store.runs.set_status(self.db, self.run_id, "paused", reason or f"paused at {where} of step {trainer.step + 1}")
@@ -70,7 +91,7 @@ class WorkerHooks(Hooks):
                 self._drain(trainer, where)
             if not self.stop_requested:
                 store.runs.set_status(self.db, self.run_id, "running", "resumed")
-        else:  # a pause and a resume both seen at this safe point: undo the heartbeat's "pausing"
+        elif claimed:  # a pause and a resume both seen at this safe point: undo the heartbeat's "pausing"
             store.runs.unmark_pausing(self.db, self.run_id)
         # One step, one verifier version: a new one starts at a step boundary.
         if self.pending_verifier is not None and where in STEP_BOUNDARIES:
@@ -94,13 +115,47 @@ class WorkerHooks(Hooks):
                 f"{self.run_id}`; a resumed run scores with the run's active verifier version, so apply the fix "
                 "in the UI first.")
 
-    def _drain(self, trainer: Trainer, where: str) -> None:
+    def _drain(self, trainer: Trainer, where: str) -> bool:
+        """Claim and obey the pending commands (those that must wait for an outer safe point are kept, and
+        obeyed at the first safe point where they may run); True when there were any."""
+        waiting, self._deferred = self._deferred, []
+        for cmd in waiting:
+            self._obey_or_defer(trainer, cmd, where)
+        claimed = False
         while (cmd := store.commands.claim_next(self.db, self.run_id)) is not None:
-            try:
-                result = self._handle(trainer, cmd["kind"], cmd["payload"] or {}, where)
-                store.commands.finish(self.db, cmd["id"], result)
-            except Exception as exc:  # a bad command is answered, never fatal
-                store.commands.finish(self.db, cmd["id"], {"error": f"{type(exc).__name__}: {exc}"}, ok=False)
+            claimed = True
+            self._obey_or_defer(trainer, cmd, where)
+        return claimed
+
+    def _obey_or_defer(self, trainer: Trainer, cmd: dict[str, Any], where: str) -> None:
+        if self._must_wait(cmd["kind"], where):
+            self._deferred.append(cmd)
+        else:
+            self._answer(trainer, cmd, where)
+
+    def _must_wait(self, kind: str, where: str) -> bool:
+        """Whether a command may not run at this safe point (see INNER_KINDS)."""
+        if where in OUTER_POINTS or kind in INNER_KINDS:
+            return False
+        if self.paused:
+            return kind == "checkpoint" and where == "update"
+        return True
+
+    def fail_deferred(self, reason: str) -> None:
+        """Answer the commands still waiting for an outer safe point (the worker is ending)."""
+        for cmd in self._deferred:
+            store.commands.finish(self.db, cmd["id"], {"error": reason}, ok=False)
+        self._deferred = []
+
+    def _answer(self, trainer: Trainer, cmd: dict[str, Any], where: str) -> None:
+        self._handling = True
+        try:
+            result = self._handle(trainer, cmd["kind"], cmd["payload"] or {}, where)
+            store.commands.finish(self.db, cmd["id"], result)
+        except Exception as exc:  # a bad command is answered, never fatal
+            store.commands.finish(self.db, cmd["id"], {"error": f"{type(exc).__name__}: {exc}"}, ok=False)
+        finally:
+            self._handling = False
 
     def _handle(self, trainer: Trainer, kind: str, payload: dict[str, Any], where: str) -> dict[str, Any]:
         if kind == "pause":
@@ -192,9 +247,12 @@ def heartbeat_loop(db_path: str, run_id: int, token: str, hooks: WorkerHooks, do
         db.close()
 
 
-def run_worker(db_path: str | Path, run_id: int, *, policy: Any = None, log: Any = None) -> str:
+def run_worker(db_path: str | Path, run_id: int, *, policy: Any = None, log: Any = None, ranks: Any = None,
+               make_trainer: Any = None) -> str:
     """Train run `run_id` to the end (or until stopped), resuming from its last checkpoint.
-    Returns the final status. Raises store.runs.RunLockedError if another live worker holds the run."""
+    Returns the final status. Raises store.runs.RunLockedError if another live worker holds the run.
+    `ranks` (workbench.distributed.Ranks): this is rank 0 of a data-parallel run, the one that writes;
+    `make_trainer(cfg, db, run_id, ranks, hooks, **kw)` builds its trainer (workbench.distributed.rank_trainer)."""
     db_path = str(db_path)
     db = store.open_db(db_path)
     token = store.runs.acquire_lock(db, run_id, stale_after_s=STALE_AFTER_S)
@@ -213,10 +271,17 @@ def run_worker(db_path: str | Path, run_id: int, *, policy: Any = None, log: Any
         store.runs.set_status(db, run_id, "starting", f"worker pid {os.getpid()} loading the model")
         store.commands.fail_claimed(db, run_id, "the worker that claimed it died before answering")
         cfg = config_from_dict(store.runs.get_run(db, run_id)["config"], f"run {run_id} config")
-        trainer = Trainer(cfg, db, run_id, hooks=hooks, policy=policy, log=log or (lambda m: None))
-        resumed = trainer.resume()
-        store.runs.set_status(db, run_id, "running", f"resumed from step {resumed}" if resumed is not None else "started")
-        trainer.run()
+        if ranks is not None:
+            trainer = make_trainer(cfg, db, run_id, ranks, hooks, policy=policy, log=log or (lambda m: None))
+        else:
+            trainer = Trainer(cfg, db, run_id, hooks=hooks, policy=policy, log=log or (lambda m: None))
+        try:
+            resumed = trainer.resume()
+            store.runs.set_status(db, run_id, "running",
+                                  f"resumed from step {resumed}" if resumed is not None else "started")
+            trainer.run()
+        except Interrupted:  # stopped inside the resume's catch-up eval: nothing of it was recorded
+            pass
         if hooks.stop_requested:
             if trainer.step < cfg.max_steps and trainer.sft_done:
                 trainer.save_checkpoint("requested")
@@ -233,6 +298,8 @@ def run_worker(db_path: str | Path, run_id: int, *, policy: Any = None, log: Any
             store.runs.set_status(db, run_id, "crashed", f"{kind}: {str(exc)[:200]}", error=traceback.format_exc())
         raise
     finally:
+        with contextlib.suppress(sqlite3.Error, store.StoreError):
+            hooks.fail_deferred(f"the run ended ({status}) before a safe point where it could run")
         done.set()
         beat.join(timeout=5)
         with contextlib.suppress(sqlite3.Error, store.StoreError):  # the lock then goes stale (or the pid check)
@@ -245,7 +312,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m workbench.worker", description=__doc__.splitlines()[0])
     ap.add_argument("--db", required=True)
     ap.add_argument("--run", type=int, required=True)
+    ap.add_argument("--nice", type=int, default=0, help="lower this process's CPU priority (beside a UI)")
     args = ap.parse_args(argv)
+    if args.nice:
+        os.nice(args.nice)
     try:
         status = run_worker(args.db, args.run, log=lambda m: print(m, flush=True))
     except store.runs.RunLockedError as exc:

@@ -11,6 +11,7 @@ from screens.format import STATUS_STYLE, duration, first_line, num
 from workbench.view import (
     LIVE_STATUSES,
     Checkpoint,
+    Progress,
     Run,
     RunState,
     Step,
@@ -32,6 +33,33 @@ def rates(steps: Sequence[Step]) -> tuple[float | None, float | None]:
     return sps, (sum(toks) / len(toks) if toks else None)
 
 
+def progress_item(progress: Progress | None, status: str) -> Text | None:
+    """What the worker is doing now (phase, i/N, loss), while it works: 'SFT 3/15 loss 0.842'."""
+    if progress is None or status not in LIVE_STATUSES:
+        return None
+    p, frac = progress, (f" {progress.done}/{progress.total}" if progress.done is not None and progress.total else "")
+    if p.phase == "load":
+        return Text(p.data.get("label") or "loading the model", style="yellow")
+    if p.phase == "eval":
+        return Text(f"eval {p.data.get('label', '')}{frac}", style="yellow")
+    if p.phase == "sft":
+        loss = p.data.get("loss")
+        return Text(f"SFT{frac}" + (f" loss {loss:.3f}" if isinstance(loss, (int, float)) else ""), style="yellow")
+    if p.phase == "rollout":
+        return Text(f"rollout{frac} tok" if frac else "rollout", style="yellow")
+    return Text(p.phase, style="yellow")
+
+
+def split_item(steps: Sequence[Step]) -> Text | None:
+    """The last step's rollout / update split: where the time goes."""
+    if not steps:
+        return None
+    roll, upd = steps[-1].metric("rollout_time_s"), steps[-1].metric("update_time_s")
+    if roll is None or upd is None:
+        return None
+    return Text(f"roll {duration(roll)} upd {duration(upd)}", style="dim")
+
+
 def status_text(
     run: Run,
     state: RunState,
@@ -41,40 +69,50 @@ def status_text(
     checkpoint: Checkpoint | None,
     task_note: str = "",
     width: int = 0,
+    progress: Progress | None = None,
 ) -> Text:
-    """The status line; when `width` is given, wrapped between items, never inside one."""
+    """The status line, always one line: when `width` is given, the items that do not fit are left out,
+    least important first (the status, the step and what the worker is doing stay)."""
     status = run.status
     max_steps = run.max_steps
     step = steps[-1].step if steps else None
     sps, tps = rates(steps)
-    items: list[Text] = [Text(f"● {status}", style=STATUS_STYLE.get(status, "")),
-                         Text(f"#{run.id} {run.name}", style="bold")]
+    # (priority: lower stays longer, item), in display order
+    items: list[tuple[int, Text | None]] = [(0, Text(f"● {status}", style=STATUS_STYLE.get(status, ""))),
+                                            (3, Text(f"#{run.id} {run.name}", style="bold"))]
     item = Text("step ")
     item.append("–" if step is None else str(step), style="bold")
     if max_steps:
         item.append(f"/{max_steps}")
-    items += [item, Text(f"{num(sps, 3)} step/s"), Text(f"{num(tps, 0)} tok/s")]
-    if max_steps and step is not None and sps and status in LIVE_STATUSES:
-        items.append(Text(f"ETA {duration((max_steps - step) / sps)}"))
-    items.append(Text(f"verifier {verifier.title}" if verifier else "verifier built-in", style="cyan"))
-    items.append(Text(f"ckpt @{checkpoint.step}" if checkpoint else "no ckpt", style="dim"))
+    items += [(0, item), (1, progress_item(progress, status))]
+    eta = progress.eta_s if progress is not None and progress.phase in ("rollout", "update") else None
+    if eta is None and max_steps and step is not None and sps:
+        eta = (max_steps - step) / sps
+    if eta is not None and status in LIVE_STATUSES:
+        items.append((2, Text(f"ETA {duration(eta)}")))
+    items += [(7, split_item(steps)), (8, Text(f"{num(sps, 3)} step/s")), (6, Text(f"{num(tps, 0)} tok/s"))]
+    items.append((4, Text(f"verifier {verifier.title}" if verifier else "verifier built-in", style="cyan")))
+    items.append((5, Text(f"ckpt @{checkpoint.step}" if checkpoint else "no ckpt", style="dim")))
     if state.alive:
-        items.append(Text("worker ✓", style="green"))
+        items.append((3, Text("worker ✓", style="green")))
     if task_note:
-        items.append(Text(f"[{task_note}]", style="italic magenta"))
-    t = Text(no_wrap=True)
-    used = 0
-    for i, item in enumerate(items):
-        if i:
-            if width and used + 2 + item.cell_len > width:
-                t.append("\n")
-                used = 0
-            else:
-                t.append("  ")
-                used += 2
-        t.append_text(item)
-        used += item.cell_len
-    return t
+        items.append((1, Text(f"[{task_note}]", style="italic magenta")))
+    shown = [(i, prio, t) for i, (prio, t) in enumerate(items) if t is not None]
+    if width:
+        keep: set[int] = set()
+        used = 0
+        for i, _, t in sorted(shown, key=lambda x: (x[1], x[0])):
+            cost = t.cell_len + (2 if keep else 0)
+            if used + cost <= width:
+                keep.add(i)
+                used += cost
+        shown = [x for x in shown if x[0] in keep]
+    out = Text(no_wrap=True, overflow="ellipsis")
+    for n, (_, _, t) in enumerate(shown):
+        if n:
+            out.append("  ")
+        out.append_text(t)
+    return out
 
 
 def banner_text(run: Run, state: RunState, now: float) -> Text | None:

@@ -12,8 +12,11 @@ from textual.message import Message
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowDoesNotExist
 
-from screens.format import clip, num, pct, reward_style, split_short, task_label
+from screens.format import PROMPT_MIN, clip, num, pct, prompt_width, reward_style, split_short, task_label
 from workbench.view import SORTS, Task, TaskStats, Trajectory
+
+NUMBERS = (("split", "split", 6), ("n", "n", 6), ("mean", "mean", 6), ("succ", "succ", 5))
+ID_WIDTH = 13
 
 
 class TasksPane(Vertical):
@@ -29,14 +32,22 @@ class TasksPane(Vertical):
         self.sort = SORTS[0]
         self.selected: int | None = None
         self._dirty = True
+        self._prompt_width = PROMPT_MIN
 
     def compose(self) -> ComposeResult:
-        # No cell padding: widths include a one-space gap, so all five numbers fit a 40-column pane.
+        # No cell padding: widths include a one-space gap. The prompt comes first and takes what the numbers
+        # leave (what a person reads a task by); the task's id comes last, cut first when narrow.
         table: DataTable = DataTable(cursor_type="row", zebra_stripes=True, cell_padding=0, id="tasks-table")
-        for label, key, width in (("task", "task", 13), ("split", "split", 6), ("n", "n", 6), ("mean", "mean", 6),
-                                  ("succ", "succ", 5), ("prompt", "prompt", None)):
+        for label, key, width in (("prompt", "prompt", None), *NUMBERS, ("task", "task", ID_WIDTH)):
             table.add_column(label, key=key, width=width)
         yield table
+
+    def on_resize(self) -> None:
+        width = prompt_width(self.content_size.width, sum(w for _, _, w in NUMBERS), ID_WIDTH)
+        if width != self._prompt_width:
+            self._prompt_width = width
+            self._dirty = True
+            self.redraw()
 
     def on_mount(self) -> None:
         self.border_title = "Tasks"
@@ -78,13 +89,14 @@ class TasksPane(Vertical):
             mean = r.mean_reward
             mark = "▶ " if r.task_id == self.selected else ""
             table.add_row(
-                Text(mark + task_label(task, r.task_id, 12 - len(mark)),
+                # An auto-width column has no gap of its own: the trailing space is it.
+                Text(mark + clip(r.prompt or (task.prompt if task else ""), self._prompt_width - 1 - len(mark)) + " ",
                      style="bold magenta" if mark else ""),
                 Text(split_short(r.split), style="dim" if r.split != "train" else ""),
                 str(r.attempts),
                 Text(num(mean, 2), style=reward_style(mean)),
                 pct(r.success_rate),
-                clip(r.prompt or (task.prompt if task else ""), 60),
+                task_label(task, r.task_id, ID_WIDTH - 1),
                 key=f"{r.task_id}:{r.split}",
             )
         if keep is not None:

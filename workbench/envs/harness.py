@@ -7,7 +7,7 @@ plain dataclass that the UI can show and edit and the store can keep with a run 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from workbench.domains.calendar import BUILTIN_TOOLS
@@ -29,6 +29,9 @@ DEFAULT_EXAMPLE_ASSISTANT = (
     '{"tool": "calendar.create_event", "args": {"attendee": "Robin", "day": "Thursday", "time": "09:30"}}'
 )
 DEFAULT_PREFILL = '{"tool": "'
+# Task families (datasets) where "no call" can be the right answer: the forced prefill would rule it out, and
+# giving it to only the tasks that need a call would leak the answer, so the whole family goes without.
+NO_PREFILL_DATASETS = ("calendar_calls",)
 
 
 def render_tools(tools: list[dict[str, Any]]) -> str:
@@ -61,13 +64,16 @@ class Harness:
     prefill: str = DEFAULT_PREFILL
     multi_turn_note: str = DEFAULT_MULTI_TURN_NOTE
     observation_role: str = "tool"  # role of tool-result messages in multi-turn: "tool" or "user"
+    no_prefill_datasets: list[str] = field(default_factory=lambda: list(NO_PREFILL_DATASETS))
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            want = bool if f.name == "include_example" else str
+            want = {"include_example": bool, "no_prefill_datasets": list}.get(f.name, str)
             if not isinstance(value, want):
                 raise ValueError(f"harness.{f.name} must be a {want.__name__}, got {type(value).__name__}")
+        if not all(isinstance(d, str) for d in self.no_prefill_datasets):
+            raise ValueError("harness.no_prefill_datasets must be a list of dataset names")
         if self.observation_role not in ("tool", "user"):
             raise ValueError(f"harness.observation_role must be 'tool' or 'user', got {self.observation_role!r}")
 
@@ -90,13 +96,21 @@ class Harness:
             text += "\n" + self.multi_turn_note
         return text
 
-    def messages(self, task: Task, *, multi_turn: bool = False) -> list[dict[str, str]]:
-        """Chat messages for the first turn: system, optional example exchange, the task's prompt."""
-        msgs = [{"role": "system", "content": self.system_text(task, multi_turn=multi_turn)}]
+    def prefill_for(self, task: Task) -> str:
+        """The prefill, or "" for a task of a family where no call may be the answer (`no_prefill_datasets`)."""
+        return "" if task.dataset in self.no_prefill_datasets else self.prefill
+
+    def messages(self, task: Task, *, multi_turn: bool = False) -> list[dict[str, Any]]:
+        """Chat messages for the first turn: system, optional example exchange, the task's prompt (or, for a
+        task that starts mid-conversation, its `messages` after any system message of its own)."""
+        msgs: list[dict[str, Any]] = [{"role": "system", "content": self.system_text(task, multi_turn=multi_turn)}]
         if self.include_example:
             msgs.append({"role": "user", "content": self.example_user})
             msgs.append({"role": "assistant", "content": self.example_assistant})
-        msgs.append({"role": "user", "content": task.prompt})
+        if task.messages:
+            msgs += [dict(m) for m in task.messages if m.get("role") != "system"]
+        else:
+            msgs.append({"role": "user", "content": task.prompt})
         return msgs
 
 
@@ -104,6 +118,8 @@ def harness_from_config(cfg: Any) -> Harness:
     """The run config's `harness:` section (workbench.config.HarnessConfig) over the defaults."""
     h = Harness()
     overrides = {"include_example": cfg.include_example, "prefill": cfg.prefill}
+    if getattr(cfg, "no_prefill_datasets", None) is not None:
+        overrides["no_prefill_datasets"] = list(cfg.no_prefill_datasets)
     if cfg.system_prompt is not None:
         overrides["system_prompt"] = cfg.system_prompt
     return Harness.from_dict({**h.to_dict(), **overrides})

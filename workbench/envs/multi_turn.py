@@ -33,7 +33,7 @@ class MultiTurnEpisode:
             task = replace(task, tools=MULTI_TURN_TOOLS)
         self.task = task
         self.harness = harness
-        self.prefill = harness.prefill
+        self.prefill = harness.prefill_for(task)
         self.max_turns = max_turns
         self.messages: list[dict[str, Any]] = harness.messages(task, multi_turn=True)
         self.world = World(task.initial_state, task.tools)

@@ -101,6 +101,40 @@ def _objects_at_each_brace(text: str, limit: int = 32) -> list[Any]:
     return found
 
 
+NO_JSON = "no JSON object"  # the reply holds no call at all (right when the task expects none)
+
+
+def parse_tool_calls(text: str) -> tuple[list[ToolCall], str | None]:
+    """Every call in a reply (parallel calls: several JSON objects, one per line, or a JSON list of them),
+    in order; ([], reason) when there is none. A span that does not decode is the reason, calls or not."""
+    body = strip_fences(text)
+    if body.startswith("["):
+        try:
+            objs = json.loads(body)
+        except _JSON_ERRORS as e:
+            return [], _json_error(e, text.find(body))
+        objs = objs if isinstance(objs, list) else [objs]
+    else:
+        objs = []
+        start = 0
+        for span in balanced_objects(text):
+            start = text.find(span, start)
+            try:
+                objs.append(json.loads(span))
+            except _JSON_ERRORS as e:
+                return [], _json_error(e, start)
+            start += len(span)
+    if not objs:
+        return [], NO_JSON
+    calls: list[ToolCall] = []
+    for obj in objs:
+        call, error = to_tool_call(obj)
+        if call is None:
+            return [], error
+        calls.append(call)
+    return calls, None
+
+
 def parse_tool_call(text: str, *, strict: bool = False) -> tuple[ToolCall | None, str | None]:
     """(call, None) or (None, reason). Lenient: first balanced JSON object that decodes, preferring one that
     has a "tool"/"name" key. Strict: the whole reply, fences and surrounding whitespace aside."""

@@ -13,8 +13,8 @@ from typing import Any
 
 from workbench.domains.calendar import World
 from workbench.envs.harness import Harness
-from workbench.envs.parse import parse_tool_call
-from workbench.types import Output, Task, ToolCall
+from workbench.envs.parse import parse_tool_call, parse_tool_calls
+from workbench.types import Output, Task
 
 
 def world_for(task: Task) -> World:
@@ -33,7 +33,7 @@ class SingleTurnEpisode:
     def __init__(self, task: Task, harness: Harness):
         self.task = task
         self.harness = harness
-        self.prefill = harness.prefill
+        self.prefill = harness.prefill_for(task)
         self.messages: list[dict[str, Any]] = harness.messages(task)
         self.done = False
         self._output: Output | None = None
@@ -45,13 +45,13 @@ class SingleTurnEpisode:
         reply = self.prefill + assistant_text
         self.messages.append({"role": "assistant", "content": reply})
         self.done = True
-        call, error = parse_tool_call(reply)
+        if self.task.expected_calls:  # a parallel-call task: every call in the reply counts (and runs)
+            calls, error = parse_tool_calls(reply)
+        else:
+            call, error = parse_tool_call(reply)
+            calls = [call] if call is not None else []
         world = world_for(self.task)
-        calls: list[ToolCall] = []
-        observations: list[Any] = []
-        if call is not None:
-            calls.append(call)
-            observations.append(world.call(call))
+        observations: list[Any] = [world.call(c) for c in calls]
         self._output = Output(
             reply,
             messages=[dict(m) for m in self.messages],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from workbench.types import Completion
@@ -22,8 +23,13 @@ class RolloutEngine(Protocol):
         top_p: float = 1.0,
         stop_token_ids: list[int] | None = None,
         seed: int | None = None,
+        on_tokens: Callable[[int], None] | None = None,
     ) -> list[list[Completion]]:
         """Return one list of `n` Completions per prompt, in prompt order.
+
+        `on_tokens(decode_steps_so_far)`, when given, is a safe point the engine calls every few tokens
+        (workbench.safe_points): it may block (a pause) or raise (a stop abandons the call). An engine
+        that cannot call back mid-decode calls it once at the end.
 
         Each Completion has `token_ids` (the stop token included when it stopped), `logprobs` (the sampling
         log-probs: log_softmax(logits / temperature) at the chosen token), `finish_reason` ("stop" or

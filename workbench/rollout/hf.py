@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import inspect
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from workbench.rollout.kv_cache import growing_cache
 from workbench.rollout.prompt import common_prefix_len
+from workbench.safe_points import DECODE_EVERY
 from workbench.types import Completion
 
 MIN_SHARED_PREFIX = 16  # below this, one padded prefill is as cheap as a separate prefix pass
@@ -143,8 +145,11 @@ class HFEngine:
         top_p: float = 1.0,
         stop_token_ids: list[int] | None = None,
         seed: int | None = None,
+        on_tokens: Callable[[int], None] | None = None,
     ) -> list[list[Completion]]:
-        """See `RolloutEngine.generate`. Deterministic for a given seed (and batch composition)."""
+        """See `RolloutEngine.generate`. Deterministic for a given seed (and batch composition).
+        `on_tokens(decode_steps_so_far)` is called every `DECODE_EVERY` decode steps: a safe point (it may
+        block, or raise to abandon the call)."""
         if n < 1:
             raise ValueError("n must be >= 1")
         if any(not p for p in prompts):
@@ -167,7 +172,7 @@ class HFEngine:
                 for i in range(0, len(prompts), per_chunk):
                     chunk = prompts[i : i + per_chunk]
                     out += self._generate_chunk(
-                        model, chunk, n, max_new_tokens, temperature, top_p, stops, generator, device, t0
+                        model, chunk, n, max_new_tokens, temperature, top_p, stops, generator, device, t0, on_tokens
                     )
         finally:
             if swapped is not None:
@@ -187,6 +192,7 @@ class HFEngine:
         generator: torch.Generator | None,
         device: torch.device,
         t0: float,
+        on_tokens: Callable[[int], None] | None = None,
     ) -> list[list[Completion]]:
         params = base_forward_params(model)
         cache_kw = "cache" if "cache" in params else "past_key_values"  # transformers >= 5.2x renamed it
@@ -241,6 +247,8 @@ class HFEngine:
                 finish[r], ended[r] = "stop", now
             if step == max_new_tokens - 1 or bool(done.all()):
                 break
+            if on_tokens is not None and (step + 1) % DECODE_EVERY == 0:
+                on_tokens(step + 1)
             if bool(done.any()):  # compact: drop finished rows from the cache and the batch
                 keep = (~done).nonzero().squeeze(-1)
                 cache.batch_select_indices(keep)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 
-def render_prompt(tokenizer: Any, messages: list[dict[str, Any]], prefill: str = "") -> list[int]:
+def render_prompt(tokenizer: Any, messages: list[dict[str, Any]], prefill: str = "",
+                  tools: list[dict[str, Any]] | None = None) -> list[int]:
     """Token ids of `messages` through the chat template with the assistant turn opened, then `prefill`.
 
     The prefill (e.g. '{"tool": "') is tokenised on its own and appended, never re-tokenised together with
@@ -13,8 +14,11 @@ def render_prompt(tokenizer: Any, messages: list[dict[str, Any]], prefill: str =
     the boundaries (a merge across them), so re-tokenising the decoded text does not always give back these
     ids. Keep ids, not text: the sampler, the log-prob pass and SFT (`workbench.sft`, which tokenises prompt
     and answer separately the same way) all use these exact ids, so training matches inference.
+
+    `tools` (OpenAI function specs) go to the template (`tool_format: native`); None renders none.
     """
-    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    kw = {"tools": tools} if tools else {}
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **kw)
     ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
     if prefill:
         ids += tokenizer(prefill, add_special_tokens=False)["input_ids"]

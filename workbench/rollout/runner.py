@@ -3,17 +3,19 @@
 The first turn of every task's G episodes is one `generate(..., n=G)` call over all tasks, so the engine
 shares each prompt's prefill across its group. Later turns (multi-turn envs only) are batched over the
 episodes still running, one sample each. Every assistant turn is kept as a `Segment` (its prompt ids and
-sampled completion), which is exactly what the policy update trains on.
+sampled completion), which is exactly what the policy update trains on. A later turn's prompt is the
+earlier prompt + the sampled ids + the rendered delta (`turn_tokens`): token in, token out.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.rollout.base import RolloutEngine
-from workbench.rollout.prompt import render_prompt
+from workbench.rollout.turn_tokens import first_prompt, next_prompt
 from workbench.types import Completion, Output, Task
 
 
@@ -38,6 +40,7 @@ class Rollout:
     output: Output
     segments: list[Segment] = field(default_factory=list)
     latency_s: float = 0.0
+    retokenized_turns: int = 0  # later turns whose prompt had to be rendered again from text (turn_tokens)
 
     @property
     def completion_tokens(self) -> int:
@@ -62,18 +65,22 @@ def run_rollouts(
     *,
     stop_token_ids: list[int] | None = None,
     seed: int | None = None,
+    on_tokens: Callable[[int], None] | None = None,
 ) -> list[list[Rollout]]:
-    """G = `n` rollouts for each task, grouped by task in task order."""
+    """G = `n` rollouts for each task, grouped by task in task order. `on_tokens` is the engine's safe point
+    inside decoding (`RolloutEngine.generate`); passed on only when given, so engines without it still work."""
     t0 = time.perf_counter()
+    safe = {"on_tokens": on_tokens} if on_tokens is not None else {}
     episodes = [[env.start(task) for _ in range(n)] for task in tasks]
     segments: list[list[list[Segment]]] = [[[] for _ in range(n)] for _ in tasks]
     ended_at: list[list[float]] = [[0.0] * n for _ in tasks]
+    retokenized: list[list[int]] = [[0] * n for _ in tasks]
     kw = dict(
         max_new_tokens=sampling.max_new_tokens, temperature=sampling.temperature, top_p=sampling.top_p,
-        stop_token_ids=stop_token_ids,
+        stop_token_ids=stop_token_ids, **safe,
     )
     # Turn 1: one prompt per task (every episode of a task starts identically), n samples each.
-    first_prompts = [render_prompt(tokenizer, group[0].messages, group[0].prefill) for group in episodes]
+    first_prompts = [first_prompt(tokenizer, group[0]) for group in episodes]
     for t, comps in enumerate(engine.generate(first_prompts, n, seed=seed, **kw)):
         for g, comp in enumerate(comps):
             segments[t][g].append(Segment(first_prompts[t], comp))
@@ -86,7 +93,12 @@ def run_rollouts(
         if not active:
             break
         turn += 1
-        prompts = [render_prompt(tokenizer, episodes[t][g].messages, episodes[t][g].prefill) for t, g in active]
+        prompts = []
+        for t, g in active:
+            last = segments[t][g][-1]
+            ids, exact = next_prompt(tokenizer, last.prompt_ids, last.completion, episodes[t][g])
+            prompts.append(ids)
+            retokenized[t][g] += 0 if exact else 1
         step_seed = None if seed is None else seed + 7919 * turn
         for (t, g), prompt, comps in zip(active, prompts, engine.generate(prompts, 1, seed=step_seed, **kw), strict=True):
             segments[t][g].append(Segment(prompt, comps[0]))
@@ -94,6 +106,6 @@ def run_rollouts(
             if episodes[t][g].done:
                 ended_at[t][g] = time.perf_counter() - t0
     return [
-        [Rollout(task, ep.output(), segs, lat) for ep, segs, lat in zip(eps, segs_t, ends, strict=True)]
-        for task, eps, segs_t, ends in zip(tasks, episodes, segments, ended_at, strict=True)
+        [Rollout(task, ep.output(), segs, lat, rt) for ep, segs, lat, rt in zip(eps, segs_t, ends, rts, strict=True)]
+        for task, eps, segs_t, ends, rts in zip(tasks, episodes, segments, ended_at, retokenized, strict=True)
     ]

@@ -43,10 +43,18 @@ class BackendUnavailable(RuntimeError):
 def make(cfg: Any, policy: Any, *, work_dir: Path | None = None) -> Any:
     """The engine `cfg.rollout` names, or BackendUnavailable with what to install."""
     if cfg.rollout == "vllm_server":
-        return VLLMServerEngine(cfg.vllm_url, policy, adapter_dir=work_dir)
+        from workbench.rollout.vllm_pool import VLLMServerPool, server_urls
+
+        urls = server_urls(cfg.vllm_url)
+        if len(urls) > 1:  # groups spread over the servers, each loads every update
+            return VLLMServerPool(urls, policy, adapter_dir=work_dir, engine=VLLMServerEngine)
+        return VLLMServerEngine(urls[0], policy, adapter_dir=work_dir)
     if importlib.util.find_spec("vllm") is None:
         raise BackendUnavailable(f"rollout: {cfg.rollout} needs vLLM: {INSTALL_HINT}")
-    return VLLMEngine(policy, model_dir=_model_dir(cfg.model), dtype=cfg.dtype, seed=cfg.seed, sync=cfg.vllm_sync,
+    from workbench.devices import dtype_name, resolve_dtype
+
+    dtype = dtype_name(resolve_dtype(cfg.dtype, policy.device))  # "auto" as the trainer resolved it, not vLLM's
+    return VLLMEngine(policy, model_dir=_model_dir(cfg.model), dtype=dtype, seed=cfg.seed, sync=cfg.vllm_sync,
                       max_lora_rank=cfg.lora.r, kv_cache_gb=cfg.vllm_kv_cache_gb, adapter_dir=work_dir)
 
 
@@ -132,7 +140,7 @@ class VLLMEngine:
 
     def generate(self, prompts: list[list[int]], n: int, *, max_new_tokens: int, temperature: float,
                  top_p: float = 1.0, stop_token_ids: list[int] | None = None,
-                 seed: int | None = None) -> list[list[Completion]]:
+                 seed: int | None = None, on_tokens: Any = None) -> list[list[Completion]]:
         """See `RolloutEngine.generate`. `seed` is ignored: the engine was seeded once (see module doc)."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
@@ -148,6 +156,8 @@ class VLLMEngine:
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params,
                                  lora_request=self._lora, use_tqdm=False)
         latency = time.perf_counter() - t0  # one batch: every completion is known at the end
+        if on_tokens is not None:  # no callback inside LLM.generate: one safe point after the batch
+            on_tokens(max_new_tokens)
         return [[_completion(c, p, latency) for c in sorted(o.outputs, key=lambda c: c.index)]
                 for o, p in zip(outs, prompts, strict=True)]  # LLM.generate keeps the prompts' order
 
@@ -213,7 +223,7 @@ class VLLMServerEngine:
 
     def generate(self, prompts: list[list[int]], n: int, *, max_new_tokens: int, temperature: float,
                  top_p: float = 1.0, stop_token_ids: list[int] | None = None,
-                 seed: int | None = None) -> list[list[Completion]]:
+                 seed: int | None = None, on_tokens: Any = None) -> list[list[Completion]]:
         """See `RolloutEngine.generate`; one /v1/completions request with token-id prompts."""
         if n < 1:
             raise ValueError("n must be >= 1")
@@ -226,6 +236,8 @@ class VLLMServerEngine:
                 "return_tokens_as_token_ids": True, "skip_special_tokens": True}
         resp = self._request("POST", "/v1/completions", body)
         latency = time.perf_counter() - t0
+        if on_tokens is not None:  # one request: a safe point after it
+            on_tokens(max_new_tokens)
         choices = sorted(resp["choices"], key=lambda c: c["index"])  # index = prompt * n + sample
         out: list[list[Completion]] = []
         for i, prompt in enumerate(prompts):

@@ -7,11 +7,12 @@ object), unlike the reward's lenient parse: it measures whether the model emits 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 
 from workbench.envs.parse import parse_tool_call
 from workbench.types import Output, Task
-from workbench.verifiers.tool_call import norm, state_items, tool_calls_of
+from workbench.verifiers.tool_call import expected_calls, made_no_call, norm, state_items, tool_calls_of
 
 FLAGS = ("valid_json", "parsed", "correct_tool", "correct_args", "success", "unsafe")
 
@@ -19,12 +20,32 @@ FLAGS = ("valid_json", "parsed", "correct_tool", "correct_args", "success", "uns
 def classify(output: Output, task: Task) -> dict[str, bool]:
     """valid_json (every reply that made a call is strictly one JSON object; a final plain-text reply that
     ends a multi-turn episode does not count against it), parsed (lenient), correct_tool, correct_args (all
-    expected args, no extras; multi-turn: final state == expected), success (tool + args, nothing unsafe)."""
-    calls, _ = tool_calls_of(output)
-    replies = agent_replies(output)
-    judged = replies[: len(calls)] if calls and len(replies) > len(calls) else replies
-    strict = all(parse_tool_call(reply, strict=True)[0] is not None for reply in judged)
+    expected args, no extras; multi-turn: final state == expected), success (tool + args, nothing unsafe).
+    No-call tasks: right when no call was made (and a plain reply is not invalid JSON). Parallel tasks: the
+    same calls, in any order. Native-format replies are valid when their own parser took them whole."""
+    calls, error = tool_calls_of(output)
+    expected = expected_calls(task)
     unsafe = bool(getattr(output, "unsafe", None))
+    parallel = bool(getattr(task, "expected_calls", None))
+    if getattr(output, "tool_format", "json") == "native" or parallel:
+        strict = bool(calls) and error is None
+    else:
+        replies = agent_replies(output)
+        judged = replies[: len(calls)] if calls and len(replies) > len(calls) else replies
+        strict = all(parse_tool_call(reply, strict=True)[0] is not None for reply in judged)
+    if task.expected_state is None and not expected:  # the right answer is no call
+        right = made_no_call(calls, error)
+        return {"valid_json": right or strict, "parsed": right or bool(calls), "correct_tool": right,
+                "correct_args": right, "success": right and not unsafe, "unsafe": unsafe, "no_call_task": True}
+    if task.expected_state is None and parallel:
+        want = Counter(name for name, _ in expected)
+        got = Counter(c.name for c in calls)
+        correct_tool = want == got
+        correct_args = correct_tool and Counter((n, norm(a)) for n, a in expected) == Counter(
+            (c.name, norm(c.args)) for c in calls)
+        return {"valid_json": strict, "parsed": bool(calls), "correct_tool": correct_tool,
+                "correct_args": correct_args, "success": correct_args and not unsafe, "unsafe": unsafe,
+                "parallel_task": True}
     if task.expected_state is not None:
         correct_tool = any(c.name == task.expected_tool for c in calls)
         correct_args = state_items(getattr(output, "state", None)) == state_items(task.expected_state)
@@ -61,4 +82,10 @@ def aggregate(rows: Iterable[dict[str, bool]]) -> dict[str, float]:
     rates["wrong_args"] = (
         sum(r.get("correct_tool", False) and not r.get("correct_args") for r in rows) / n if n else 0.0
     )
+    for kind in ("no_call_task", "parallel_task"):  # the families' own success, when there are any
+        mine = [r for r in rows if r.get(kind)]
+        if mine:
+            name = kind.removesuffix("_task")
+            rates[f"{name}_n"] = float(len(mine))
+            rates[f"{name}_success"] = sum(bool(r.get("success")) for r in mine) / len(mine)
     return rates

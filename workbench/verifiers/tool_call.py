@@ -14,6 +14,12 @@ Multi-turn tasks (with `expected_state`) are judged on what the episode changed 
 0.4 x the overlap (Jaccard) between the changes the episode made and the changes expected, "tool" 0.4 if
 the expected tool was called at some turn, "safe" 0.2 if every call ran without a tool error.
 
+No-call tasks (`expected_tool: null`): a reply with no call scores 1.0 (all three parts); a call scores 0.0
+(-1.0 if it is unsafe); a broken attempt at a call (invalid JSON) -1.0, as anywhere. Parallel tasks
+(`expected_calls`) pair the calls with the expected ones in any order: "tool" 0.4 x the share of expected
+calls made (by name), "args" 0.4 x the mean argument match over the expected calls, each less 0.1 per extra
+call; "safe" as usual.
+
 This file is self-contained (stdlib + workbench.types + workbench.envs.parse) because the UI shows it as
 the editable starting point of a user's own verifier.
 """
@@ -30,6 +36,9 @@ from workbench.types import Score
 W_TOOL, W_ARGS, W_SAFE = 0.4, 0.4, 0.2
 INVALID, UNSAFE = -1.0, -1.0
 EXTRA_ARG_COST = 0.05
+EXTRA_CALL_COST = 0.1
+# Parse errors that mean "the reply holds no call" (JSON harness, native parsers), not "a broken call".
+NO_CALL_ERRORS = ("no JSON object", "no tool call")
 STATE_KEYS = ("events", "outbox", "reminders")
 _TIME = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)(?::00)?$")
 
@@ -81,6 +90,35 @@ def tool_calls_of(output: Any) -> tuple[list[Any], str | None]:
     return calls, error
 
 
+def expected_calls(task: Any) -> list[tuple[str, dict[str, Any]]]:
+    """The calls a task expects, as (name, args): none (`expected_tool` null), several (`expected_calls`,
+    in any order), or the one `expected_tool` with `expected_args`."""
+    calls = getattr(task, "expected_calls", None)
+    if calls:
+        return [(str(c.get("name", c.get("tool"))), dict(c.get("arguments", c.get("args")) or {})) for c in calls]
+    if getattr(task, "expected_tool", None) is None:
+        return []
+    return [(task.expected_tool, dict(task.expected_args or {}))]
+
+
+def made_no_call(calls: list[Any], error: str | None) -> bool:
+    """No call at all: a plain reply (not a broken attempt at one)."""
+    return not calls and (error is None or error in NO_CALL_ERRORS)
+
+
+def pair_calls(expected: list[tuple[str, dict[str, Any]]], calls: list[Any]) -> list[tuple[int, int | None]]:
+    """Each expected call (by index) with the made call (index) that matches it best, order-insensitive:
+    same name, the pairs with most arguments matched first; each made call used once. Unmatched expected
+    calls get None."""
+    scored = sorted((-arg_diff(args, c.args)[0], i, j) for i, (name, args) in enumerate(expected)
+                    for j, c in enumerate(calls) if c.name == name)
+    match: dict[int, int] = {}
+    for _, i, j in scored:  # best-matching pairs first
+        if i not in match and j not in match.values():
+            match[i] = j
+    return [(i, match.get(i)) for i in range(len(expected))]
+
+
 def state_items(state: dict[str, Any] | None) -> Counter:
     """The world state as a multiset of (collection, normalised item)."""
     items: Counter = Counter()
@@ -121,11 +159,46 @@ def _multi_turn(output: Any, task: Any) -> Score:
     return _score(why, tool=W_TOOL if called else 0.0, args=W_ARGS * frac, safe=safe)
 
 
+def _no_call(output: Any, calls: list[Any], error: str | None) -> Score:
+    unsafe = getattr(output, "unsafe", None) or []
+    if made_no_call(calls, error):
+        return _score("no call, as expected", tool=W_TOOL, args=W_ARGS, safe=W_SAFE)
+    if not calls:
+        return _score(f"broken tool call: {error}", valid_json=INVALID)
+    why = f"called {', '.join(c.name for c in calls)} but no call was expected"
+    return _score(f"unsafe: {unsafe[0]}; {why}", unsafe=UNSAFE) if unsafe else _score(why)
+
+
+def _parallel(output: Any, expected: list[tuple[str, dict[str, Any]]], calls: list[Any]) -> Score:
+    pairs = pair_calls(expected, calls)
+    named = sum(1 for _, j in pairs if j is not None)
+    fracs = [(arg_diff(expected[i][1], calls[j].args)[0] / len(expected[i][1]) if expected[i][1] else 1.0)
+             if j is not None else 0.0 for i, j in pairs]
+    extra = max(0, len(calls) - named)
+    tool = max(0.0, W_TOOL * named / len(expected) - EXTRA_CALL_COST * extra)
+    args = max(0.0, W_ARGS * sum(fracs) / len(expected) - EXTRA_CALL_COST * extra)
+    why = f"{named}/{len(expected)} expected calls made, args {sum(fracs):.1f}/{len(expected)}"
+    why += f", {extra} extra call(s)" if extra else ""
+    unsafe = getattr(output, "unsafe", None) or []
+    if unsafe:
+        return _score(f"unsafe: {unsafe[0]}; {why}", unsafe=UNSAFE)
+    safe = W_SAFE if getattr(output, "executed", False) else 0.0
+    why += ", executed" if safe else ", not executed" + _tool_error(output)
+    return _score(why, tool=tool, args=args, safe=safe)
+
+
 def reward(output: Any, task: Any) -> Score:
     """Score one episode (see the module docstring for the weights)."""
     if task.expected_state is not None:
         return _multi_turn(output, task)
     calls, error = tool_calls_of(output)
+    expected = expected_calls(task)
+    if not expected:
+        return _no_call(output, calls, error)
+    if getattr(task, "expected_calls", None):
+        if not calls:
+            return _score(f"no tool call: {error}", valid_json=INVALID)
+        return _parallel(output, expected, calls)
     if not calls:
         return _score(f"no tool call: {error}", valid_json=INVALID)
     call = calls[0]

@@ -8,12 +8,13 @@ contract and tests/test_view.py hold it to that), so a UI process never loads a 
 
 from store import StoreError
 from store.trajectories import TrajectoryFilter
-from workbench.launch import start_worker
+from workbench.launch import BACKGROUND_NICE, start_worker
 from workbench.types import ToolCall
 from workbench.verifiers import builtin_verifier_code
 from workbench.view.evaluations import (
     EvalRow,
     Flag,
+    Promotion,
     baseline,
     baseline_value,
     best_eval,
@@ -21,8 +22,11 @@ from workbench.view.evaluations import (
     eval_points,
     eval_rows,
     metric_points,
+    on_split,
+    promotion,
     sft_only,
     should_promote,
+    skill_rows,
 )
 from workbench.view.records import (
     Checkpoint,
@@ -31,6 +35,7 @@ from workbench.view.records import (
     Eval,
     Event,
     Label,
+    Progress,
     Run,
     Step,
     Task,
@@ -69,11 +74,12 @@ from workbench.view.store_view import ORDERS, DryRunOutcome, Page, View, effecti
 from workbench.view.turns import turns
 
 __all__ = [
-    "ACTIONS", "ERROR_BUDGET_PAUSE", "FULL_REWARD", "LIVE_STATUSES", "ORDERS", "PAUSED_STATUSES", "PART_NAMES", "SORTS", "STALE_AFTER_S", "STATUSES", "Action",
+    "ACTIONS", "BACKGROUND_NICE", "ERROR_BUDGET_PAUSE", "FULL_REWARD", "LIVE_STATUSES", "ORDERS", "PAUSED_STATUSES", "PART_NAMES", "SORTS", "STALE_AFTER_S", "STATUSES", "Action",
     "Checkpoint", "Command", "DryRunOutcome", "DryRunRow", "Eval", "EvalRow", "Event", "FailureShares", "Flag", "Label",
-    "Page", "Run", "RunState", "Step", "StoreError", "Task", "TaskRow", "TaskStats", "ToolCall", "Trajectory", "TrajectoryFilter",
+    "Page", "Progress", "Run", "RunState", "Step", "StoreError", "Task", "TaskRow", "TaskStats", "ToolCall", "Trajectory", "TrajectoryFilter",
     "Turn", "VerifierVersion", "View", "WorkerState", "allowed", "baseline", "baseline_value", "best_eval",
     "builtin_verifier_code", "effective_order", "eval_flags", "eval_points", "eval_rows", "failure_shares",
     "heartbeat_age", "key_action", "metric_points", "page_key", "part_series", "paused_by_errors", "sft_only", "should_promote",
+    "Promotion", "on_split", "promotion", "skill_rows",
     "start_worker", "started_again", "turns", "worker_state",
 ]

@@ -1,6 +1,9 @@
 """Reading a run's evaluations: the baseline, the SFT-only policy, the best checkpoint, the promoted one,
 paired comparisons and the warning flags. One home for these rules: the evaluations screen, `workbench
-report` and the trainer's promotion all call them."""
+report` and the trainer's promotion all call them.
+
+Every rule here decides on the validation split only. Test-split evals (`Eval.split == "test"`) are shown
+beside them (`eval_rows(..., split="test")`) and never enter a decision."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from workbench.eval import PairedDifference, beats, paired_difference
+from workbench.skills import skill_label
 from workbench.view.records import Checkpoint, Eval, Step
 
 # Differences smaller than these are noise at the held-out sizes we run (tens of tasks).
@@ -23,36 +27,86 @@ class Flag:
     message: str
 
 
-def baseline(evals: Sequence[Eval]) -> Eval | None:
-    return next((e for e in evals if e.is_baseline), None)
+def on_split(evals: Sequence[Eval], split: str = "validation") -> list[Eval]:
+    return [e for e in evals if e.split == split]
 
 
-def checkpoint_evals(evals: Sequence[Eval]) -> list[Eval]:
-    """Every eval but the baseline, in step order."""
-    return sorted((e for e in evals if not e.is_baseline), key=lambda e: (e.step, e.id))
+def baseline(evals: Sequence[Eval], split: str = "validation") -> Eval | None:
+    return next((e for e in evals if e.is_baseline and e.split == split), None)
 
 
-def sft_only(evals: Sequence[Eval]) -> Eval | None:
+def checkpoint_evals(evals: Sequence[Eval], split: str = "validation") -> list[Eval]:
+    """Every eval of the split but the baseline, in step order."""
+    return sorted((e for e in evals if not e.is_baseline and e.split == split), key=lambda e: (e.step, e.id))
+
+
+def sft_only(evals: Sequence[Eval], split: str = "validation") -> Eval | None:
     """The greedy eval of the policy the SFT warm-up left (step 0, not the baseline)."""
-    return next((e for e in checkpoint_evals(evals) if e.step == 0 and e.mode == "greedy"), None)
+    return next((e for e in checkpoint_evals(evals, split) if e.step == 0 and e.mode == "greedy"), None)
 
 
 def best_eval(evals: Sequence[Eval]) -> Eval | None:
-    """The non-baseline eval with the highest success rate; ties go to fewer unsafe calls, then earlier."""
-    scored = [e for e in evals if not e.is_baseline and e.success is not None]
+    """The non-baseline validation eval with the highest success; ties go to fewer unsafe calls, then earlier."""
+    scored = [e for e in on_split(evals) if not e.is_baseline and e.success is not None]
     if not scored:
         return None
     return min(scored, key=lambda e: (-(e.success or 0.0), e.metric("unsafe_rate") or 0.0, e.step, e.id))
 
 
+@dataclass(frozen=True)
+class Promotion:
+    promote: bool
+    reason: str  # one line: the paired differences that decided it
+
+
+def _paired(candidate: Eval, reference: Eval) -> PairedDifference | None:
+    if not candidate.solved or not reference.solved:
+        return None
+    return paired_difference(candidate.solved, reference.solved, clusters=candidate.clusters)
+
+
+def _pp(d: PairedDifference) -> str:
+    return f"{100 * d.delta:+.0f}pp [{100 * d.ci_low:+.0f}, {100 * d.ci_high:+.0f}]"
+
+
+def promotion(candidate: Eval, evals: Sequence[Eval], promoted: Checkpoint | None) -> Promotion:
+    """Promote a checkpoint when, on the validation split and paired on the same tasks, it is clearly better
+    than the baseline (the 95% CI of the difference above 0) with no more unsafe calls, clearly better than
+    the SFT-only policy when there is one (a GRPO checkpoint must show what RL added), and more successful
+    than the checkpoint promoted so far. Evals stored before per-task results fall back to point estimates."""
+    if candidate.split != "validation":
+        return Promotion(False, "test-split evals never decide promotion")
+    greedy = [e for e in evals if e.mode == "greedy"]
+    base = baseline(greedy)
+    if base is None:
+        return Promotion(False, "no baseline eval to compare with")
+    if (candidate.metric("unsafe_rate") or 0.0) > (base.metric("unsafe_rate") or 0.0):
+        return Promotion(False, "more unsafe calls than the baseline")
+    reasons = []
+    vs_base = _paired(candidate, base)
+    if vs_base is None:
+        if not beats(candidate.metrics, base.metrics):
+            return Promotion(False, "success not above the baseline's")
+        reasons.append("success above the baseline's")
+    elif not vs_base.clearly_better:
+        return Promotion(False, f"vs base {_pp(vs_base)}: not clearly better")
+    else:
+        reasons.append(f"vs base {_pp(vs_base)}")
+    sft = sft_only(greedy)
+    if sft is not None and sft.id != candidate.id and sft.checkpoint_id != candidate.checkpoint_id:
+        vs_sft = _paired(candidate, sft)
+        if vs_sft is not None and not vs_sft.clearly_better:
+            return Promotion(False, f"vs SFT-only {_pp(vs_sft)}: not clearly better than the warm-up")
+        if vs_sft is not None:
+            reasons.append(f"vs SFT-only {_pp(vs_sft)}")
+    current = next((e for e in greedy if promoted and e.checkpoint_id == promoted.id and e.split == "validation"), None)
+    if current is not None and (candidate.success or 0.0) <= (current.success or 0.0):
+        return Promotion(False, f"not above the promoted checkpoint (step {current.step})")
+    return Promotion(True, "; ".join(reasons))
+
+
 def should_promote(candidate: Eval, evals: Sequence[Eval], promoted: Checkpoint | None) -> bool:
-    """Promote a checkpoint's greedy eval when it beats the baseline (strictly more success, no more unsafe)
-    and the checkpoint promoted so far (strictly more success)."""
-    base = baseline([e for e in evals if e.mode == "greedy"])
-    if base is None or not beats(candidate.metrics, base.metrics):
-        return False
-    current = next((e for e in evals if promoted and e.checkpoint_id == promoted.id and e.mode == "greedy"), None)
-    return current is None or (candidate.success or 0.0) > (current.success or 0.0)
+    return promotion(candidate, evals, promoted).promote
 
 
 @dataclass(frozen=True)
@@ -68,11 +122,12 @@ class EvalRow:
     vs_sft: PairedDifference | None
 
 
-def eval_rows(evals: Sequence[Eval], checkpoints: Sequence[Checkpoint], mode: str | None = "greedy") -> list[EvalRow]:
+def eval_rows(evals: Sequence[Eval], checkpoints: Sequence[Checkpoint], mode: str | None = "greedy",
+              split: str = "validation") -> list[EvalRow]:
     """Baseline, SFT-only and each checkpoint in order, each with its paired success difference to the
-    baseline and to the SFT-only policy (rows before a reference are not compared with it)."""
+    baseline and to the SFT-only policy (rows before a reference are not compared with it), on one split."""
     by_id = {c.id: c for c in checkpoints}
-    chosen = [e for e in evals if mode is None or e.mode == mode]
+    chosen = [e for e in evals if (mode is None or e.mode == mode) and e.split == split]
     chosen.sort(key=lambda e: (not e.is_baseline, e.step, e.id))
     kinds = ["base" if e.is_baseline else (by_id[e.checkpoint_id].kind if e.checkpoint_id in by_id else None)
              for e in chosen]
@@ -83,7 +138,7 @@ def eval_rows(evals: Sequence[Eval], checkpoints: Sequence[Checkpoint], mode: st
         e = chosen[i]
         if ref is None or i <= ref or e.solved is None:
             return None
-        return paired_difference(e.solved, chosen[ref].solved or {})
+        return paired_difference(e.solved, chosen[ref].solved or {}, clusters=e.clusters)
 
     rows = []
     for i, (e, kind) in enumerate(zip(chosen, kinds, strict=True)):
@@ -92,6 +147,29 @@ def eval_rows(evals: Sequence[Eval], checkpoints: Sequence[Checkpoint], mode: st
         rows.append(EvalRow(e, label, kind, ck.step if ck else None, bool(ck and ck.promoted),
                             versus(i, refs["base"]), versus(i, refs["sft"])))
     return rows
+
+
+def skill_columns(rows: list[EvalRow]) -> list[EvalRow]:
+    """Base, SFT-only, the promoted checkpoint and the last one (each once): the policies a skill table compares."""
+    picked: list[EvalRow] = []
+    for pick in (next((r for r in rows if r.kind == "base"), None), next((r for r in rows if r.kind == "sft"), None),
+                 next((r for r in rows if r.promoted), None), rows[-1] if rows else None):
+        if pick is not None and all(pick.eval.id != p.eval.id for p in picked):
+            picked.append(pick)
+    return picked
+
+
+def skill_rows(rows: list[EvalRow]) -> tuple[list[str], list[list[str]]]:
+    """(header, lines) of success per skill for the chosen policies of one split."""
+    cols = skill_columns(rows)
+    skills = sorted({s for r in cols for s in r.eval.by_skill}, key=lambda s: (not s.startswith("tool:"), s))
+    header = ["skill", "n"] + [r.label + (" *" if r.promoted else "") for r in cols]
+    lines = []
+    for s in skills:
+        n = next((r.eval.by_skill[s]["n"] for r in cols if s in r.eval.by_skill), 0)
+        cells = [f"{r.eval.by_skill[s]['success']:.2f}" if s in r.eval.by_skill else "-" for r in cols]
+        lines.append([skill_label(s), str(int(n)), *cells])
+    return header, lines
 
 
 def metric_points(steps: Sequence[Step], key: str) -> tuple[list[float], list[float]]:
@@ -105,9 +183,10 @@ def metric_points(steps: Sequence[Step], key: str) -> tuple[list[float], list[fl
     return xs, ys
 
 
-def eval_points(evals: Sequence[Eval], key: str = "success_rate") -> tuple[list[float], list[float]]:
+def eval_points(evals: Sequence[Eval], key: str = "success_rate",
+                split: str = "validation") -> tuple[list[float], list[float]]:
     xs, ys = [], []
-    for e in evals:
+    for e in on_split(evals, split):
         v = e.metric(key)
         if not e.is_baseline and v is not None:
             xs.append(float(e.step))
@@ -126,8 +205,9 @@ def _mean_around(xs: list[float], ys: list[float], step: float, window: int = 5)
 
 
 def eval_flags(steps: Sequence[Step], evals: Sequence[Eval]) -> list[Flag]:
-    """The usual ways GRPO goes wrong, read off the curves and evals."""
+    """The usual ways GRPO goes wrong, read off the curves and the validation evals."""
     flags: list[Flag] = []
+    evals = on_split(evals)
     base = baseline(evals)
     checks = checkpoint_evals(evals)
     # 1. Train reward up while held-out success goes down, between the last two evals.

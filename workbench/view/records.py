@@ -117,6 +117,23 @@ class Eval:
         solved = self.metrics.get("solved")
         return solved if isinstance(solved, dict) and solved else None
 
+    @property
+    def split(self) -> str:
+        """"test" for an eval of the test split (reported, decides nothing), else "validation"."""
+        return "test" if isinstance(self.tasks, dict) and self.tasks.get("split") == "test" else "validation"
+
+    @property
+    def clusters(self) -> dict[str, str] | None:
+        """Task id -> phrasing template, where known: what cluster-bootstrap CIs resample."""
+        clusters = self.metrics.get("clusters")
+        return clusters if isinstance(clusters, dict) and clusters else None
+
+    @property
+    def by_skill(self) -> dict[str, dict[str, float]]:
+        """Skill -> {"n", "success"} (workbench.skills), {} for evals stored before skills were kept."""
+        got = self.metrics.get("by_skill")
+        return got if isinstance(got, dict) else {}
+
 
 @dataclass(frozen=True)
 class Task:
@@ -173,7 +190,8 @@ class Trajectory:
     truncated: bool = False
     latency: float | None = None
     error: str | None = None
-    outcome: dict[str, bool] | None = None  # the eval's classification (valid_json, ..., success); None before v3
+    # The eval's classification (valid_json, ..., success) and `parse_error` (why the reply was no call); None before v3
+    outcome: dict[str, Any] | None = None
     superseded: bool = False
     checkpoint_id: int | None = None
     eval_id: int | None = None
@@ -199,6 +217,12 @@ class Trajectory:
     def success(self) -> bool | None:
         """Whether the episode solved its task (the eval's rule, stored with it); None when unknown."""
         return None if self.outcome is None else bool(self.outcome.get("success"))
+
+    @property
+    def parse_error(self) -> str | None:
+        """Why the last reply was not (or not only) a tool call, as the parser said; None when it parsed."""
+        err = (self.outcome or {}).get("parse_error")
+        return err if isinstance(err, str) else None
 
 
 @dataclass(frozen=True)
@@ -290,3 +314,24 @@ class DryRunRow:
     @property
     def changed(self) -> bool:
         return bool(self.error) or abs((self.new_reward or 0.0) - (self.old_reward or 0.0)) > 1e-9
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A worker's progress report (workbench.progress): its phase, how far (done of total), and a line."""
+
+    phase: str
+    text: str
+    created: float
+    done: int | None = None
+    total: int | None = None
+    step: int | None = None
+    eta_s: float | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_event(cls, event: Event) -> Progress:
+        d = event.data if isinstance(event.data, dict) else {}
+        ints = {k: int(d[k]) if isinstance(d.get(k), (int, float)) else None for k in ("done", "total", "step")}
+        return cls(phase=str(d.get("phase", "")), text=event.message, created=event.created, eta_s=_number(d.get("eta_s")),
+                   data=d, **ints)

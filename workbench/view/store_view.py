@@ -17,6 +17,7 @@ import sqlite_utils
 
 import store
 from store.trajectories import TrajectoryFilter
+from workbench.progress import PROGRESS_KIND
 from workbench.view.records import (
     Checkpoint,
     Command,
@@ -24,6 +25,7 @@ from workbench.view.records import (
     Eval,
     Event,
     Label,
+    Progress,
     Run,
     Step,
     Task,
@@ -97,11 +99,18 @@ class View:
         return _run(store.runs.get_run(self.db, run_id))
 
     def events(self, run_id: int, after_id: int = 0, limit: int = 500) -> list[Event]:
-        """The run's log after `after_id`, oldest first (what a live log polls)."""
-        return [Event.from_row(e) for e in store.runs.events_since(self.db, run_id, after_id, limit)]
+        """The run's log after `after_id`, oldest first (what a live log polls); progress reports are not
+        the log (one a second: `progress` reads the newest)."""
+        return [Event.from_row(e) for e in store.runs.events_since(self.db, run_id, after_id, limit,
+                                                                    exclude_kinds=(PROGRESS_KIND,))]
 
     def last_events(self, run_id: int, n: int) -> list[Event]:
-        return [Event.from_row(e) for e in store.runs.last_events(self.db, run_id, n)]
+        return [Event.from_row(e) for e in store.runs.last_events(self.db, run_id, n, exclude_kinds=(PROGRESS_KIND,))]
+
+    def progress(self, run_id: int) -> Progress | None:
+        """The worker's newest progress report (phase, i/N, loss, ETA), or None before its first."""
+        row = store.runs.latest_event(self.db, run_id, PROGRESS_KIND)
+        return None if row is None else Progress.from_event(Event.from_row(row))
 
     # ---- steps, evals, checkpoints -------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """An episode's messages as turns to show: the system prompt apart, each assistant tool call parsed by the
-engine's own parser (the JSON harness's format), tool results marked as such."""
+engine's own parser (the JSON harness's format) or taken from the message's `tool_calls` (the native format),
+tool results marked as such."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 from typing import Any
 
 from workbench.envs.parse import parse_tool_call
+from workbench.types import ToolCall
 from workbench.view.records import Trajectory, Turn
 
 
@@ -36,5 +38,11 @@ def turns(row: Trajectory) -> tuple[str | None, list[Turn]]:
             system = text if system is None else f"{system}\n\n{text}"
             continue
         call = parse_tool_call(text, strict=True)[0] if role == "assistant" else None
+        native = m.get("tool_calls") if role == "assistant" else None
+        if isinstance(native, list) and native:  # the native format: the calls are structured already
+            calls = [ToolCall.from_dict(c) for c in native]
+            call = calls[0]
+            text = "\n".join(filter(None, [text, *(json.dumps({"name": c.name, "arguments": c.args},
+                                                              ensure_ascii=False) for c in calls)]))
         out.append(Turn(role, text, call))
     return system, out

@@ -4,8 +4,10 @@
 - `world`: the World those tools act on (no I/O; unsafe actions simulated and flagged).
 - `single_turn_tasks`: the seeded phrasing generator behind "builtin:calendar" (train / held_out splits).
 - `multi_turn_tasks`: the hand-written tasks behind "builtin:calendar_mt".
+- `call_tasks`: no-call and parallel-call tasks behind "builtin:calendar_calls" (a family of their own).
 """
 
+from workbench.domains.calendar.call_tasks import builtin_call_tasks
 from workbench.domains.calendar.multi_turn_tasks import builtin_multi_turn_tasks
 from workbench.domains.calendar.single_turn_tasks import (
     CITIES,
@@ -28,6 +30,7 @@ from workbench.domains.calendar.world import STATE_KEYS, ToolError, World, weath
 
 __all__ = [
     "BUILTIN_TOOLS", "CITIES", "DANGEROUS_TOOLS", "LIST_EVENTS_TOOL", "MULTI_TURN_TOOLS", "NAMES", "REMINDERS",
-    "STATE_KEYS", "SUBJECTS", "TEMPLATES", "WEEKDAYS", "ToolError", "World", "builtin_multi_turn_tasks",
+    "STATE_KEYS", "SUBJECTS", "TEMPLATES", "WEEKDAYS", "ToolError", "World", "builtin_call_tasks",
+    "builtin_multi_turn_tasks",
     "builtin_tasks", "day_phrase", "time_phrase", "weather_for",
 ]

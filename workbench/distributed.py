@@ -1,0 +1,464 @@
+"""Data-parallel training over N ranks with torch.distributed (gloo on CPU, nccl on CUDA).
+
+    torchrun --nproc_per_node N -m workbench.cli train cfg.yaml     (or several machines: torchrun's rendezvous)
+    workbench train --nproc N cfg.yaml                              (this module's launcher, one machine)
+
+How a step runs (DESIGN.md, "With N ranks"):
+- Every rank draws the same step prompts (they derive from (seed, step)) and rolls out whole groups for its
+  share, prompts i with i % N == rank; the groups are then gathered, so every rank holds the step's groups
+  in the 1-process order and computes the same advantages, metrics and keep decisions (advantages are per
+  group, so "computed on the owning rank" and "computed everywhere" give the same numbers; "batch" reward
+  scaling needs the whole step's rewards, which this gets for free).
+- The update trains each rank on its own groups' rows. Gradients are summed by hand (`RankSync`), not with
+  DDP: the update is micro-batched, its normalisers span the whole step, and a rank may have fewer rows
+  than another (or none when its groups all have zero advantage). DDP syncs inside every backward and
+  hangs unless every rank runs the same number of them; summing the LoRA gradients once per optimizer step
+  needs only that every rank reaches that point, which it does whatever its row count. The decisions that
+  used to be per process (nothing to train; every advantage zero) are taken over the step's totals, so the
+  N-rank optimizer step equals the 1-process one (tests/test_distributed.py checks to 1e-5).
+- Rank 0 alone writes the store, claims commands and writes checkpoints; the other ranks keep a private
+  in-memory store for what the trainer writes as it goes, and never open the run's database for writing.
+  Commands are obeyed by rank 0 at its safe points; the ranks meet after the rollouts, before the update,
+  after the step and after each SFT step, where rank 0 broadcasts the outcome (stop, learning rate,
+  temperature, verifier), so every rank applies it at the same point. A pause blocks rank 0 at its safe
+  point; the others wait for it at the next meeting.
+- The SFT warm-up runs replicated (every rank the same batch; rank 0's weights are broadcast after it), and
+  evals run on rank 0 alone while the others wait: both are correct with N ranks, neither is faster yet.
+- A rank that dies makes the next collective fail on the others (`RankLost`); the launcher names the rank
+  and its exit in the run's status. `workbench train --resume RUN --nproc N` continues from the last
+  checkpoint (every rank loads the same one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+import store
+from workbench import checkpoint as ckpt
+from workbench.devices import resolve_device
+from workbench.trainer import Hooks, Trainer
+from workbench.verifiers import load_verifier_code
+
+TIMEOUT_S = float(os.environ.get("WORKBENCH_DIST_TIMEOUT_S", "3600"))  # an eval on rank 0 keeps the others waiting
+MEETINGS = ("after_rollouts", "before_update", "after_step", "sft_step")  # safe points every rank reaches together
+GRACE_S = 10.0  # the launcher: a rank's peers get this long after SIGTERM before SIGKILL
+
+
+class RankLost(RuntimeError):
+    """A collective failed: another rank died or left. The run stops; `--resume` continues it."""
+
+
+@dataclass(frozen=True)
+class Ranks:
+    rank: int
+    world: int
+    local_rank: int
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def env_ranks() -> Ranks | None:
+    """The ranks torchrun (or `launch`) describes in the environment; None for a single process."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return None
+    return Ranks(int(os.environ["RANK"]), world, int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def init(ranks: Ranks, device: str = "auto") -> torch.device:
+    """Join the process group: gloo for CPU tensors, nccl for CUDA ones; returns this rank's device."""
+    target = resolve_device(device)
+    if target.type == "cuda":
+        torch.cuda.set_device(target)
+    backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
+    if not dist.is_initialized():
+        dist.init_process_group(backend, rank=ranks.rank, world_size=ranks.world,
+                                timeout=datetime.timedelta(seconds=TIMEOUT_S))
+    return target
+
+
+def shutdown() -> None:
+    if dist.is_initialized():
+        with contextlib.suppress(Exception):
+            dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def _collective(what: str):
+    """A failed collective means a rank is gone: say so in the error the run's status shows."""
+    try:
+        yield
+    except (RuntimeError, ConnectionError, OSError) as exc:  # gloo: "Connection closed by peer", timeouts, ...
+        raise RankLost(f"another rank left the run during {what} ({type(exc).__name__}: {str(exc)[:160]})") from exc
+
+
+class RankSync:
+    """The update's collectives (`workbench.update.policy_update(sync=...)`): sums over ranks."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+
+    def sum_floats(self, values: Sequence[float]) -> list[float]:
+        t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=self.device)
+        with _collective("the update's totals"):
+            dist.all_reduce(t)
+        return t.tolist()
+
+    def sum_grads(self, params: Iterable[torch.nn.Parameter]) -> None:
+        """Sum the gradients over ranks in one flat buffer per dtype. A parameter no rank has a gradient for
+        keeps None (as in one process, where AdamW then skips it); a rank without rows contributes zeros."""
+        params = list(params)
+        has = torch.tensor([p.grad is not None for p in params], dtype=torch.float32, device=self.device)
+        with _collective("the gradient sum"):
+            dist.all_reduce(has)
+        by_dtype: dict[torch.dtype, list[torch.nn.Parameter]] = {}
+        for p, h in zip(params, has.tolist(), strict=True):
+            if h > 0:
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+                by_dtype.setdefault(p.grad.dtype, []).append(p)
+        for group in by_dtype.values():
+            flat = torch.cat([p.grad.reshape(-1) for p in group])
+            with _collective("the gradient sum"):
+                dist.all_reduce(flat)
+            offset = 0
+            for p in group:
+                n = p.grad.numel()
+                p.grad.copy_(flat[offset : offset + n].view_as(p.grad))
+                offset += n
+
+    def sum_dict(self, sums: dict[str, float]) -> dict[str, float]:
+        parts: list[Any] = [None] * dist.get_world_size()
+        with _collective("the update's metrics"):
+            dist.all_gather_object(parts, sums)
+        out: dict[str, float] = {}
+        for part in parts:
+            for k, v in part.items():
+                out[k] = out.get(k, 0.0) + v
+        return out
+
+
+def broadcast_object(obj: Any, what: str) -> Any:
+    box = [obj]
+    with _collective(what):
+        dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def broadcast_params(params: Iterable[torch.nn.Parameter]) -> None:
+    """Rank 0's trainable weights everywhere (after a replicated phase, so no rank drifts by a rounding)."""
+    with _collective("the weights broadcast"), torch.no_grad():
+        for p in params:
+            dist.broadcast(p.data, src=0)
+
+
+# ----- hooks: commands on rank 0, their outcome broadcast at the meetings ------------------------------------
+
+
+class RankHooks(Hooks):
+    """Wraps rank 0's driver (the worker's hooks); on the other ranks there is none (`inner` None) and the
+    meetings deliver what rank 0 decided."""
+
+    def __init__(self, inner: Hooks | None, ranks: Ranks, log: Callable[[str], None] = lambda m: None) -> None:
+        self.inner, self.ranks, self.log = inner, ranks, log
+        self.stop = False
+
+    def safe_point(self, trainer: Trainer, where: str) -> None:
+        if self.inner is not None:
+            self.inner.safe_point(trainer, where)
+        if where not in MEETINGS:
+            return
+        state = None
+        if self.ranks.is_main:
+            v = trainer.verifier
+            state = {"stop": bool(self.inner and self.inner.should_stop(trainer)), "lr": trainer.lr,
+                     "temperature": trainer.temperature, "verifier_id": trainer.verifier_id,
+                     "verifier": (getattr(v, "code", None), getattr(v, "name", None))}
+        state = broadcast_object(state, f"the safe point {where!r}")
+        if not self.ranks.is_main:
+            self._apply(trainer, state, where)
+
+    def _apply(self, trainer: Trainer, state: dict[str, Any], where: str) -> None:
+        self.stop = state["stop"]
+        for key in ("lr", "temperature"):
+            if getattr(trainer, key) != state[key]:
+                setattr(trainer, key, state[key])
+                self.log(f"[rank {self.ranks.rank}] {key} {state[key]} at {where} of step {trainer.step + 1}")
+        if state["verifier_id"] != trainer.verifier_id:
+            code, name = state["verifier"]
+            trainer.verifier, trainer.verifier_id = load_verifier_code(code, name), state["verifier_id"]
+            self.log(f"[rank {self.ranks.rank}] verifier {state['verifier_id']} at {where}")
+
+    def should_stop(self, trainer: Trainer) -> bool:
+        return self.inner.should_stop(trainer) if self.inner is not None else self.stop
+
+    def pause(self, trainer: Trainer, reason: str) -> bool:
+        # The others "pause" by waiting for rank 0 at the next meeting.
+        return self.inner.pause(trainer, reason) if self.inner is not None else True
+
+
+# ----- the trainer of one rank -------------------------------------------------------------------------------
+
+
+class RankTrainer(Trainer):
+    """A `Trainer` that rolls out its share of each step's groups and trains on them with summed gradients."""
+
+    def __init__(self, cfg: Any, db: Any, run_id: int | None, *, ranks: Ranks, hooks: RankHooks, **kw: Any) -> None:
+        self.ranks = ranks
+        self._owner: list[int] = []  # the rank that rolled out each of the step's groups, in step order
+        self._loaded: list[dict[str, Any] | None] = []  # rank 0: the checkpoints resume() picked
+        super().__init__(cfg, db, run_id, hooks=hooks, **kw)
+        self.grad_sync = RankSync(self.policy.device)
+        broadcast_params(self.policy.trainable_parameters())
+
+    # The other ranks get rank 0's verifier (the run's active version), not the config's.
+    def _load_verifier(self) -> tuple[Any, int]:
+        if self.ranks.is_main:
+            v, vid = super()._load_verifier()
+            broadcast_object((v.code, v.name, vid), "the verifier")
+            return v, vid
+        code, name, vid = broadcast_object(None, "the verifier")
+        return load_verifier_code(code, name), vid
+
+    def _roll_out(self, step: int, tasks: list[Any], sampling: Any, groups: list[Any]) -> bool:
+        if not groups:
+            self._owner = []
+        mine = tasks[self.ranks.rank :: self.ranks.world]
+        local: list[Any] = []
+        ok = super()._roll_out(step, mine, sampling, local)
+        self.hooks.safe_point(self, "after_rollouts")  # every rank: rank 0's stop reaches all
+        if not ok or self.hooks.should_stop(self):
+            return False
+        parts: list[Any] = [None] * self.ranks.world
+        with _collective("the rollout gather"):
+            dist.all_gather_object(parts, local)
+        for j in range(len(tasks)):
+            groups.append(parts[j % self.ranks.world][j // self.ranks.world])
+            self._owner.append(j % self.ranks.world)
+        return True
+
+    def _update(self, groups: list[Any], advantages: list[Any], keep: list[bool], **kw: Any) -> dict[str, float]:
+        own = [i for i, r in enumerate(self._owner) if r == self.ranks.rank]
+        return super()._update([groups[i] for i in own], [advantages[i] for i in own], [keep[i] for i in own], **kw)
+
+    def _store_step(self, step: int, groups: list[Any], advantages: list[Any]) -> None:
+        if self.ranks.is_main:
+            super()._store_step(step, groups, advantages)
+
+    def run_sft_phase(self) -> None:
+        super().run_sft_phase()
+        broadcast_params(self.policy.trainable_parameters())
+
+    def run_eval(self, **kw: Any) -> dict[str, Any]:
+        return super().run_eval(**kw) if self.ranks.is_main else {}
+
+    def save_checkpoint(self, kind: str) -> int:
+        return super().save_checkpoint(kind) if self.ranks.is_main else -1
+
+    def _newest_whole(self, checkpoints: list[dict[str, Any]]) -> dict[str, Any] | None:
+        found = super()._newest_whole(checkpoints)
+        self._loaded.append(found)
+        return found
+
+    def resume(self) -> int | None:
+        """Rank 0 picks the checkpoint (and writes what resuming writes); every other rank loads the same."""
+        if self.ranks.is_main:
+            self._loaded = []
+            step = super().resume()
+            last = self._loaded[0] if self._loaded else None
+            sft = None
+            if last is not None and self._kl_to_sft:
+                sft = last if last["kind"] == "sft" else self._loaded[1]
+            broadcast_object((last and last["path"], sft and sft["path"]), "the resume")
+            return step
+        last, sft = broadcast_object(None, "the resume")
+        if last is None:
+            return None
+        if sft is not None:
+            self.policy.load_adapter(Path(sft) / "adapter")
+            self._pin_sft_reference()
+        state = ckpt.load(Path(last), policy=self.policy, optimizer=self.optimizer, scheduler=None, check=False)
+        self.step, self.lr, self.temperature = state["step"], state["lr"], state["temperature"]
+        self.sft_done = state["sft_done"]
+        self.engine.update_weights(self.policy)
+        return self.step
+
+
+def rank_trainer(cfg: Any, db: Any, run_id: int, ranks: Ranks, hooks: Hooks | None, **kw: Any) -> RankTrainer:
+    """Rank 0's trainer around the worker's hooks (`workbench.worker.run_worker(ranks=...)`)."""
+    log = kw.get("log") or (lambda m: None)
+    return RankTrainer(cfg, db, run_id, ranks=ranks, hooks=RankHooks(hooks, ranks, log), **kw)
+
+
+def run_follower(db_path: str, run_id: int, ranks: Ranks, *, log: Callable[[str], None]) -> str:
+    """A rank other than 0: read the run's config, train in step with rank 0, write nothing to the store."""
+    from workbench.config import config_from_dict
+
+    with contextlib.closing(store.open_db(db_path, create=False, readonly=True)) as real:
+        row = store.runs.get_run(real, run_id)
+    cfg = config_from_dict(row["config"], f"run {run_id} config")
+    scratch = store.open_db(":memory:")  # what the trainer writes as it goes, never read by anyone
+    own = store.runs.create_run(scratch, name=cfg.name, model=cfg.model, config=cfg.to_dict())
+    hooks = RankHooks(None, ranks, log)
+    trainer = RankTrainer(cfg, scratch, own, ranks=ranks, hooks=hooks, log=log)
+    trainer.resume()
+    trainer.run()
+    return "stopped" if hooks.stop else "finished"
+
+
+# ----- `workbench train` with ranks ------------------------------------------------------------------------
+
+
+def train_rank(args: Any, ranks: Ranks) -> int:
+    """`workbench train` inside one rank (torchrun or `launch`): rank 0 makes the run, all train it."""
+    from workbench.config import load_config
+    from workbench.preflight import check_sources
+    from workbench.worker import run_worker
+
+    device = "auto"
+    run_id = args.resume
+    if run_id is None and ranks.is_main:
+        if not args.config:
+            print("error: give a CONFIG file, or --resume RUN", file=sys.stderr)
+            return 2
+        cfg = load_config(args.config)
+        check_sources(cfg)
+        device = cfg.device
+    init(ranks, device)
+    try:
+        if ranks.is_main and run_id is None:
+            db = store.open_db(args.db)
+            run_id = store.runs.create_run(db, name=cfg.name, model=cfg.model, config=cfg.to_dict())
+            db.close()
+        run_id = broadcast_object(run_id, "the run id")
+        log = (lambda m: print(m, flush=True)) if ranks.is_main else (lambda m: print(f"[rank {ranks.rank}] {m}", flush=True))
+        if ranks.is_main:
+            print(f"run {run_id} in {args.db} on {ranks.world} ranks (watch it: workbench tui --db {args.db} --run {run_id})",
+                  flush=True)
+            status = run_worker(args.db, run_id, log=log, ranks=ranks, make_trainer=rank_trainer)
+            print(f"run {run_id}: {status}", flush=True)
+        else:
+            status = run_follower(args.db, run_id, ranks, log=log)
+    finally:
+        shutdown()
+    return 0 if status in ("finished", "stopped") else 1
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _exit_text(code: int) -> str:
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(-code).name} (signal {-code})"
+        return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def launch(args: Any, nproc: int) -> int:
+    """`workbench train --nproc N`: make (or take) the run, start N ranks on this machine as torchrun would
+    (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT; OMP threads split), watch them. When a rank dies the
+    others are stopped and the run's status names the rank and how it ended."""
+    from workbench.config import load_config
+    from workbench.preflight import check_sources
+
+    db = store.open_db(args.db)
+    try:
+        if args.resume is not None:
+            run_id = args.resume
+            store.runs.get_run(db, run_id)
+        else:
+            if not args.config:
+                print("error: give a CONFIG file, or --resume RUN", file=sys.stderr)
+                return 2
+            cfg = load_config(args.config)
+            check_sources(cfg)
+            run_id = store.runs.create_run(db, name=cfg.name, model=cfg.model, config=cfg.to_dict())
+    finally:
+        db.close()
+    port = _free_port()
+    threads = str(max(1, (os.cpu_count() or 1) // nproc))
+    procs: list[subprocess.Popen] = []
+    for r in range(nproc):
+        env = {**os.environ, "RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": str(nproc),
+               "LOCAL_WORLD_SIZE": str(nproc), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+        env.setdefault("OMP_NUM_THREADS", threads)
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "workbench.cli", "train", "--db", str(args.db), "--resume", str(run_id)], env=env))
+        print(f"rank {r} pid {procs[-1].pid}", flush=True)
+    failed: tuple[int, int] | None = None
+
+    def on_term(signum: int, frame: Any) -> None:  # stopping the launcher stops its ranks (rank 0 checkpoints)
+        _stop(procs)
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        while [p.poll() for p in procs].count(None):  # poll every rank (any() would stop at the first live one)
+            bad = [(r, p.returncode) for r, p in enumerate(procs) if p.returncode not in (None, 0)]
+            if bad and failed is None:
+                failed = bad[0]
+                _stop(procs)
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        _stop(procs)
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    codes = [p.returncode for p in procs]
+    if failed is None:
+        failed = next(((r, c) for r, c in enumerate(codes) if c != 0), None)
+    if failed is None:
+        return 0
+    rank, code = failed
+    reason = (f"rank {rank} of {nproc} {_exit_text(code)}; the run stopped. Continue from the last checkpoint: "
+              f"workbench train --db {args.db} --resume {run_id} --nproc {nproc}")
+    print(f"run {run_id}: crashed: {reason}", file=sys.stderr, flush=True)
+    with contextlib.closing(store.open_db(args.db)) as db:
+        if store.runs.get_run(db, run_id)["status"] not in ("stopped", "finished"):
+            store.runs.set_status(db, run_id, "crashed", reason)
+    return 1
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM the live ranks (rank 0 checkpoints if it can), SIGKILL what is left after GRACE_S."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + GRACE_S
+    for p in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def cmd_train(args: Any) -> int | None:
+    """`workbench train` with ranks: the launcher (`--nproc N`), or one rank under torchrun. None: neither
+    (a plain single-process run)."""
+    nproc = getattr(args, "nproc", None) or 1
+    ranks = env_ranks()
+    if ranks is not None:
+        return train_rank(args, ranks)
+    if nproc > 1:
+        return launch(args, nproc)
+    return None

@@ -1,0 +1,230 @@
+"""MCP environment: the agent calls the tools of real MCP servers (stdio), one call per turn, and sees the results.
+
+`env: mcp` with `mcp_servers:` in the config. The tools offered are each server's `list_tools`, narrowed to
+its allowlist (`tools:`); a task's own `tools` list, when given, narrows them further by name. The episode
+protocol and the harness are the multi-turn environment's (multi_turn.py): the same prompt, prefill, parser,
+`finish` tool and tool-result messages (`{"tool": name, "ok": ..., "result" | "error": ...}`), so the
+trajectory view and the verifiers read MCP episodes like built-in ones.
+
+Each episode acquires its own process of every server from a pool (workbench.mcp_client.ServerPool), so the
+G episodes of a group never share state, and releases it when it ends (reset or restarted). After the last
+turn the server's `state_tool`, when configured, is called (not by the model) and its result becomes
+`Output.state`, which a verifier compares with `task.expected_state`.
+
+What goes wrong, and where it shows:
+- a tool error (unknown or non-allowlisted tool, bad arguments, `isError`): a tool result with `ok: false`,
+  the model carries on, `Output.executed` is False;
+- a dangerous tool (`dangerous:`): not run; the model gets an error result and `Output.unsafe` names it;
+- a server that dies or hangs: the episode ends with `Output.error` (the trainer scores it as an error:
+  no reward, no gradient), the process is killed and replaced, the run goes on.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from workbench.config import McpServerConfig
+from workbench.envs.harness import Harness
+from workbench.envs.parse import parse_tool_call
+from workbench.mcp_client import ServerFailed, ServerPool, ServerProcess
+from workbench.types import Output, Task, ToolCall
+
+FINISH = "finish"
+
+
+class McpConfigError(ValueError):
+    """A server section that does not match its server; `key` is the config path it is about
+    (e.g. `mcp_servers.calendar.tools`), so a checker can point at its line."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
+class McpEpisode:
+    """A conversation with MCP tools. Loop: generate from `messages` (+ `prefill`), `step(text)`, until `done`."""
+
+    def __init__(self, task: Task, env: McpEnv):
+        self.env = env
+        self.task = replace(task, tools=env.specs_for(task))
+        self.harness = env.harness
+        self.prefill = env.harness.prefill
+        self.max_turns = env.max_turns
+        self.messages: list[dict[str, Any]] = env.harness.messages(self.task, multi_turn=True)
+        self.turns = 0
+        self.done = False
+        self.end_reason: str | None = None  # "finish" | "text" | "max_turns" | "server"
+        self.calls: list[ToolCall] = []
+        self.observations: list[Any] = []
+        self.unsafe: list[str] = []
+        self.tool_errors = 0
+        self.last_reply = ""
+        self.last_error: str | None = None
+        self.error: str | None = None  # the environment's failure (a server died, hung or did not start)
+        self.state: dict[str, Any] | None = None
+        self._procs: dict[str, ServerProcess] = {}
+        try:
+            for name, pool in env.pools.items():
+                self._procs[name] = pool.acquire()
+        except ServerFailed as e:
+            self.error = str(e)  # the first step ends the episode with it
+
+    def step(self, assistant_text: str) -> dict[str, Any] | None:
+        """Take the generated text (after the prefill); return the observation message, or None when done."""
+        if self.done:
+            raise RuntimeError("episode is done; start a new one")
+        reply = self.prefill + assistant_text
+        self.messages.append({"role": "assistant", "content": reply})
+        self.last_reply = reply
+        self.turns += 1
+        if self.error is not None:
+            return self._end("server")
+        call, self.last_error = parse_tool_call(reply)
+        if call is None:
+            return self._end("text")
+        self.calls.append(call)
+        if call.name == FINISH:
+            return self._end("finish")
+        try:
+            obs = self._run(call)
+        except ServerFailed as e:
+            self.error = str(e)
+            return self._end("server")
+        self.observations.append(obs)
+        if not obs["ok"]:
+            self.tool_errors += 1
+        body = json.dumps({"tool": call.name, **obs}, ensure_ascii=False, default=str)
+        user_role = self.harness.observation_role == "user"
+        msg = {"role": self.harness.observation_role, "content": f"Tool result: {body}" if user_role else body}
+        self.messages.append(msg)
+        if self.turns >= self.max_turns:
+            return self._end("max_turns")
+        return msg
+
+    def _run(self, call: ToolCall) -> dict[str, Any]:
+        """The observation of one call: {"ok": True, "result": ...} or {"ok": False, "error": ...}."""
+        offered = {t["name"] for t in self.task.tools or []}
+        if call.name not in offered:
+            return {"ok": False, "error": f"unknown tool {call.name!r}; offered: {sorted(offered)}"}
+        server = self.env.server_of[call.name]
+        if call.name in self.env.servers[server].dangerous:
+            self.unsafe.append(f"called {call.name}, marked dangerous (not run)")
+            return {"ok": False, "error": f"{call.name} is not allowed here"}
+        result = self._procs[server].call(call.name, call.args)
+        return {"ok": True, "result": result.value} if result.ok else {"ok": False, "error": str(result.value)}
+
+    def _end(self, reason: str) -> None:
+        self.done, self.end_reason = True, reason
+        try:
+            if self.error is None:
+                self.state = self._read_state()
+        except ServerFailed as e:
+            self.error = str(e)
+        finally:
+            self.close()
+        return None
+
+    def _read_state(self) -> dict[str, Any] | None:
+        """Every server's `state_tool` result, keyed by its name when several servers have one."""
+        states: dict[str, Any] = {}
+        for name, proc in self._procs.items():
+            tool = self.env.servers[name].state_tool
+            if tool is None:
+                continue
+            result = proc.call(tool, {})
+            if not result.ok:
+                raise ServerFailed(f"MCP server {name!r}: state tool {tool} failed: {result.value}")
+            states[name] = result.value
+        if not states:
+            return None
+        if len(states) == 1:
+            (value,) = states.values()
+            return value if isinstance(value, dict) else {"result": value}
+        return states
+
+    def close(self) -> None:
+        """Give the episode's server processes back to their pools (once)."""
+        procs, self._procs = self._procs, {}
+        for name, proc in procs.items():
+            self.env.pools[name].release(proc)
+
+    def output(self) -> Output:
+        """The last reply as text, with every call, observation, flag, the final state and any server failure."""
+        if not self.done:
+            raise RuntimeError("episode not finished")
+        acted = [c for c in self.calls if c.name != FINISH]
+        return Output(
+            self.last_reply,
+            messages=[dict(m) for m in self.messages],
+            tool_calls=list(self.calls),
+            parse_error=self.last_error,
+            unsafe=list(self.unsafe),
+            executed=bool(acted) and self.tool_errors == 0 and self.error is None,
+            observations=list(self.observations),
+            state=self.state,
+            error=self.error,
+        )
+
+
+class McpEnv:
+    """Factory of MCP episodes. Starts each server's pool at once and checks the allowlist against the tools
+    the server really offers (McpConfigError naming the config key when they differ). `close()` stops them."""
+
+    name = "mcp"
+
+    def __init__(self, harness: Harness | None, servers: dict[str, McpServerConfig], max_turns: int = 4,
+                 pool_size: int = 4):
+        if max_turns < 1:
+            raise ValueError("max_turns must be at least 1")
+        if not servers:
+            raise McpConfigError("mcp_servers", "env mcp needs at least one server")
+        self.harness = harness or Harness()
+        self.max_turns = max_turns
+        self.servers = servers
+        self.pools: dict[str, ServerPool] = {}
+        self.specs: list[dict[str, Any]] = []
+        self.server_of: dict[str, str] = {}
+        try:
+            for name, cfg in servers.items():
+                self.pools[name] = ServerPool(name, cfg, cfg.pool_size or pool_size)
+            for name, cfg in servers.items():
+                self._check(name, cfg, self.pools[name])
+        except BaseException:
+            self.close()
+            raise
+
+    def _check(self, name: str, cfg: McpServerConfig, pool: ServerPool) -> None:
+        try:
+            offered = {t["name"]: t for t in pool.tools()}
+        except ServerFailed as e:
+            raise McpConfigError(f"mcp_servers.{name}.command", str(e)) from None
+        for key, wanted in (("tools", cfg.tools), ("reset_tool", [cfg.reset_tool]), ("state_tool", [cfg.state_tool])):
+            missing = [t for t in wanted if t is not None and t not in offered]
+            if missing:
+                raise McpConfigError(f"mcp_servers.{name}.{key}",
+                                     f"{', '.join(missing)} not offered by the server (it offers: {', '.join(offered)})")
+        for tool in cfg.tools:
+            self.specs.append(offered[tool])
+            self.server_of[tool] = name
+
+    def specs_for(self, task: Task) -> list[dict[str, Any]]:
+        """The allowlisted specs, narrowed to the task's own tool names when it lists some."""
+        if task.tools is None:
+            return list(self.specs)
+        names = {t.get("name") for t in task.tools}
+        return [s for s in self.specs if s["name"] in names]
+
+    def start(self, task: Task) -> McpEpisode:
+        return McpEpisode(task, self)
+
+    def close(self) -> None:
+        for pool in self.pools.values():
+            pool.close()
+
+    def __enter__(self) -> McpEnv:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,84 @@
+"""Progress of the phase a worker is in, for the status bar and the headless log.
+
+Every long phase reports here (loading the model, the baseline eval, SFT, a GRPO step's rollouts and
+update, each eval). The store gets an event of kind "progress" (the UI reads the newest one: the same door
+as the rest of the log, see `workbench.view.View.progress`), at most once a second, and at once when the
+phase changes; the headless log gets a line when the phase changes and every `log_every_s` within one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import sqlite_utils
+
+import store
+from workbench.safe_points import Throttle
+
+PROGRESS_KIND = "progress"  # the events' kind; the event log and `report` leave these out
+
+# What each phase is called in the status bar and the log.
+PHASES = {"load": "loading the model", "eval": "eval", "sft": "SFT", "rollout": "rollout", "update": "update"}
+
+
+def eval_label(*, is_baseline: bool, sft_only: bool, step: int, requested: bool = False) -> str:
+    """What an eval is: base (the untrained policy), SFT-only (after the warm-up), or a GRPO step's."""
+    if is_baseline:
+        return "base"
+    if sft_only:
+        return "SFT-only"
+    return f"GRPO step {step}" + (" (requested)" if requested else "")
+
+
+def describe(data: dict[str, Any]) -> str:
+    """One line for a progress record: 'SFT 3/15 loss 0.842', 'step 4/20 rollout 24/48 tok', ..."""
+    phase = data.get("phase", "")
+    done, total = data.get("done"), data.get("total")
+    frac = f" {done}/{total}" if done is not None and total else ""
+    if phase == "load":
+        return data.get("label") or PHASES["load"]
+    if phase == "eval":
+        return f"eval ({data.get('label', '')}){frac} tasks"
+    if phase == "sft":
+        loss = data.get("loss")
+        return f"SFT{frac}" + (f" loss {loss:.3f}" if isinstance(loss, (int, float)) else "")
+    if phase in ("rollout", "update"):
+        steps = f"/{data['max_steps']}" if data.get("max_steps") else ""
+        what = f"{phase}{frac} tok" if phase == "rollout" and frac else phase
+        eta = data.get("eta_s")
+        return f"step {data.get('step', '?')}{steps} {what}" + (f", ETA {_minutes(eta)}" if eta else "")
+    return phase
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+class Progress:
+    """Throttled progress reports of one run (the trainer owns one; `log` is the headless log)."""
+
+    def __init__(self, db: sqlite_utils.Database | None, run_id: int | None, log: Callable[[str], None], *,
+                 every_s: float = 1.0, log_every_s: float = 10.0, clock: Callable[[], float] | None = None) -> None:
+        self.db, self.run_id, self.log = db, run_id, log
+        kw = {"clock": clock} if clock is not None else {}
+        self._store = Throttle(every_s, **kw)
+        self._log = Throttle(log_every_s, **kw)
+        self._key: tuple[Any, ...] | None = None  # (phase, label, step): a new one is written at once
+        self.last: dict[str, Any] | None = None
+
+    def report(self, phase: str, done: int | None = None, total: int | None = None, **extra: Any) -> None:
+        data = {"phase": phase, "done": done, "total": total, **extra}
+        key = (phase, extra.get("label"), extra.get("step"))
+        changed = key != self._key
+        self._key = key
+        self.last = data
+        if changed:
+            self._store.reset()
+            if phase not in ("rollout", "update"):  # every step has both: its own line says how it went
+                self._log.reset()
+        final = done is not None and total is not None and done >= total
+        if (self._store.ready() or final) and self.db is not None and self.run_id is not None:
+            store.runs.add_event(self.db, self.run_id, PROGRESS_KIND, describe(data), data)
+        if self._log.ready():
+            self.log(describe(data))

@@ -1,0 +1,62 @@
+"""SFT examples in the run's tool format, so the warm-up teaches the format the rollouts are parsed in.
+
+- json: (the harness's messages, the gold JSON reply, the episode's prefill): `workbench.sft.sft_rows`.
+- native: (the episode's messages, its OpenAI tool specs, the gold assistant message with `tool_calls`); the
+  target is what the chat template renders for that message after the generation prompt, up to and with
+  its end-of-turn token (`native_sft_rows`). The prompt ids are the rollout's first-turn ids exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from workbench.envs.native import NativeEnv, assistant_message, call_id
+from workbench.rollout.prompt import render_prompt
+from workbench.sft import NO_CALL_ANSWER, default_answer
+from workbench.types import Task, ToolCall
+
+NativeExample = tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]
+
+
+def gold_message(task: Task) -> dict[str, Any]:
+    """The assistant turn that answers a task: its expected call(s) as `tool_calls`, or a plain reply."""
+    if task.expected_calls:
+        calls = [ToolCall(c["name"], dict(c.get("arguments") or {})) for c in task.expected_calls]
+    elif task.expected_tool is None:
+        return assistant_message(NO_CALL_ANSWER, [])
+    else:
+        calls = [ToolCall(task.expected_tool, dict(task.expected_args))]
+    return assistant_message("", [ToolCall(c.name, c.args, call_id(1, i)) for i, c in enumerate(calls)])
+
+
+def env_sft_examples(env: Any, tasks: Iterable[Task]) -> list[Any]:
+    """The SFT examples of `tasks` as `env` puts them to the model (its messages, tools and prefill)."""
+    out: list[Any] = []
+    for t in tasks:
+        ep = env.start(t)
+        if isinstance(env, NativeEnv):
+            out.append((ep.messages, ep.tools, gold_message(ep.task)))
+        else:
+            out.append((ep.messages, default_answer(t), ep.prefill))
+    return out
+
+
+def native_sft_rows(tokenizer: Any, examples: list[NativeExample]) -> tuple[list[list[int]], list[list[int]]]:
+    """(prompt ids, target ids) per example: the target is the template's rendering of the gold message
+    after the generation prompt, through its end-of-turn token (what the sampler stops on)."""
+    eos_text, eos = tokenizer.eos_token, tokenizer.eos_token_id
+    prompts, targets = [], []
+    for messages, tools, gold in examples:
+        kw = {"tools": tools} if tools else {}
+        head = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **kw)
+        full = tokenizer.apply_chat_template([*messages, gold], tokenize=False, add_generation_prompt=False, **kw)
+        if not full.startswith(head):
+            raise ValueError("native SFT: the chat template renders the prompt differently once the answer "
+                             "follows (not prefix-stable); use tool_format: json or fix the template")
+        body = full[len(head):]
+        cut = body.rfind(eos_text) if eos_text else -1
+        ids = list(tokenizer(body[:cut] if cut >= 0 else body, add_special_tokens=False)["input_ids"])
+        prompts.append(render_prompt(tokenizer, messages, "", tools))
+        targets.append(ids + [eos])
+    return prompts, targets

@@ -1,0 +1,62 @@
+"""The validation and test splits a run evaluates on, and what they can say.
+
+Validation (`held_out_eval`) decides: promotion, early stopping, every recipe change. Test (`test_tasks`)
+is reported beside it and decides nothing. With one user file and no test tasks in it, the file is split
+in two by task hash (deterministic, independent of file order), and a split too small to tell policies
+apart gets a warning that states the CI width it gives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+
+from workbench.tasks import load_task_source, load_tasks
+from workbench.types import Task
+
+BUILTIN_SINGLE_TURN = ("tool_call_eval", "held_out", "builtin:calendar", "validation")
+SMALL_SPLIT = 50  # below this a 95% CI on a success rate near 0.5 is wider than about +-14 points
+
+
+def ci_half_width(n: int, p: float = 0.5) -> float:
+    """Normal-approximation half-width of a 95% CI on a rate over n independent tasks."""
+    return 1.96 * math.sqrt(p * (1 - p) / max(1, n))
+
+
+def _in_test_half(task: Task) -> bool:
+    return hashlib.sha256(f"{task.id}\n{task.prompt}".encode()).digest()[0] % 2 == 1
+
+
+def resolve(held_out_eval: str, test_tasks: str, validation: list[Task]) -> tuple[list[Task], list[Task], list[str]]:
+    """(validation tasks, test tasks, warnings) for a config's `held_out_eval` and `test_tasks`."""
+    warnings: list[str] = []
+    if test_tasks == "none":
+        test: list[Task] = []
+    elif test_tasks != "auto":
+        test = load_task_source(test_tasks, "test")
+    elif held_out_eval in BUILTIN_SINGLE_TURN:
+        test = load_task_source("test", "test")
+    elif Path(held_out_eval).is_file():
+        marked = [t for t in load_tasks(held_out_eval) if t.split == "test"]
+        if marked:
+            test = marked
+        else:
+            test = [t for t in validation if _in_test_half(t)]
+            validation = [t for t in validation if not _in_test_half(t)]
+            warnings.append(f"{held_out_eval}: no test tasks given; split it by task hash into {len(validation)} "
+                            f"validation and {len(test)} test tasks (name test_tasks: to choose them yourself)")
+    else:
+        test = []
+        warnings.append(f"{held_out_eval}: no built-in test split for this source; results are validation only "
+                        "(name test_tasks: to add one)")
+    ids = {t.id for t in validation}
+    if any(t.id in ids for t in test):
+        raise ValueError("test_tasks share task ids with held_out_eval: a test split must be disjoint from validation")
+    for name, tasks in (("validation", validation), ("test", test)):
+        if tasks and len(tasks) < SMALL_SPLIT:
+            warnings.append(f"the {name} split has {len(tasks)} tasks: a success rate's 95% CI is about "
+                            f"±{100 * ci_half_width(len(tasks)):.0f} points, too wide to tell close policies apart")
+    if not validation:
+        raise ValueError(f"{held_out_eval}: no validation tasks left after taking out the test split")
+    return validation, test, warnings
