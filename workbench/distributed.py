@@ -241,7 +241,8 @@ class RankTrainer(Trainer):
             self._owner = []
         mine = tasks[self.ranks.rank :: self.ranks.world]
         local: list[Any] = []
-        ok = super()._roll_out(step, mine, sampling, local)
+        # Its own seed per rank and per refill round: rank r must not draw rank 0's random numbers.
+        ok = super()._roll_out(step, mine, sampling, local, seed_index=len(groups) + 100_003 * self.ranks.rank)
         self.hooks.safe_point(self, "after_rollouts")  # every rank: rank 0's stop reaches all
         if not ok or self.hooks.should_stop(self):
             return False

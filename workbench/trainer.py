@@ -345,12 +345,14 @@ class Trainer:
         errs = f" ({len(failed)}/{n} verifier errors)" if failed else ""  # which ones: the rows say (UI)
         return f"step {step}: reward {metrics['reward']:.3f}{errs} {tail}"
 
-    def _roll_out(self, step: int, tasks: list[Task], sampling: Sampling, groups: list[list[Scored]]) -> bool:
+    def _roll_out(self, step: int, tasks: list[Task], sampling: Sampling, groups: list[list[Scored]],
+                  seed_index: int | None = None) -> bool:
         """One scored rollout group per task, appended to `groups`: all the tasks' groups decode together
         (one batch: ~2x the tokens/s of a group at a time, bench/rollout_batching.py), with safe points inside
         decoding and one after the groups are scored; False when a stop was requested (then nothing of the
-        step is kept or written). The generation seed derives from (seed, step, the first group's index)."""
-        g0 = len(groups)
+        step is kept or written). The generation seed derives from (seed, step, the first group's index, or
+        `seed_index` where the caller numbers its groups itself: a rank of a data-parallel run)."""
+        g0 = len(groups) if seed_index is None else seed_index
         eta = self._eta_s(step)
 
         def on_tokens(done: int) -> None:
@@ -533,7 +535,8 @@ class Trainer:
     def run_eval(self, *, is_baseline: bool = False, checkpoint_id: int | None = None,
                  label: str | None = None) -> dict[str, Any]:
         """Held-out eval(s) of the current policy, recorded with their rows; `label` says what is evaluated
-        (default: base, SFT-only or "GRPO step k"). A stop inside raises `Interrupted`: nothing is recorded."""
+        (default: base, SFT-only or "GRPO step k"). A stop inside raises `Interrupted`: the eval it stopped in
+        records nothing; the validation greedy eval (and its promotion decision) may already be recorded."""
         label = label or eval_label(is_baseline=is_baseline, sft_only=self.step == 0 and self.sft_done
                                     and self.cfg.sft_steps > 0, step=self.step)
         result = self._evaluate(samples=0, label=label)
@@ -543,6 +546,8 @@ class Trainer:
             mode="greedy", metrics=metrics, checkpoint_id=checkpoint_id, is_baseline=is_baseline,
         )
         self._store_eval_rollouts(result, eval_id, checkpoint_id)
+        if checkpoint_id is not None:  # decided now: a stop in the evals below must not leave it undecided
+            self._maybe_promote(checkpoint_id, eval_id)
         if self.cfg.eval_samples > 0:
             sampled = self._evaluate(samples=self.cfg.eval_samples, label=label)
             sid = store.metrics.record_eval(
@@ -560,8 +565,6 @@ class Trainer:
             )
             self._store_eval_rollouts(tested, tid, checkpoint_id, split="test")
             self.log(f"test at step {self.step}: {label}: success {tested.metrics.get('success_rate', 0):.3f}")
-        if checkpoint_id is not None:
-            self._maybe_promote(checkpoint_id, eval_id)
         self.log(f"eval at step {self.step}: {label}: success {metrics.get('success_rate', 0):.3f} "
                  f"valid JSON {metrics.get('valid_json_rate', 0):.3f}")
         return metrics

@@ -119,6 +119,8 @@ def parse_llama3_json(text: str) -> ParsedReply:
         if not rest.startswith(";"):
             return ParsedReply(content=text.strip(), error="text after the JSON object")
         pos = len(body) - len(rest[1:].lstrip())
+    if len(objs) > 1:  # Llama 3.x templates refuse to render them back ("only supports single tool-calls")
+        return ParsedReply(content=text.strip(), error=f"{len(objs)} calls in one turn: this format takes one")
     calls = _calls(objs, "call")
     if isinstance(calls, ParsedReply):
         calls.content = text.strip()
