@@ -225,3 +225,27 @@ def test_kill_rank_1_status_says_so_and_resume_completes(tiny_model: Path, tmp_p
     assert proc.wait(timeout=120) == 0, log.read_text()[-3000:]
     assert _run_row(db_path, run_id)["status"] == "finished"
     assert [s["step"] for s in _steps(db_path, run_id)][-1] == 4
+
+
+def test_stopping_the_launcher_stops_every_rank_cleanly_with_a_checkpoint(tiny_model: Path, tmp_path: Path,
+                                                                         launched) -> None:
+    """SIGTERM to `workbench train --nproc 2` (what `kill`, systemd or a scheduler sends) is a stop, not a crash."""
+    from workbench.config import load_config
+
+    cfg = load_config(_config(tmp_path, tiny_model))
+    db_path = tmp_path / "wb.db"
+    db = store.open_db(db_path)
+    run_id = store.runs.create_run(db, name=cfg.name, model=cfg.model, config=cfg.to_dict())
+    db.close()
+    with View.open(db_path) as view:
+        view.enqueue(run_id, "pause")  # hold it mid-run, with both ranks alive
+    proc, log = launched(tmp_path, "--resume", str(run_id))
+    _wait(lambda: _run_row(db_path, run_id)["status"] == "paused", "the pause", proc, log)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == 0, log.read_text()[-3000:]
+    row = _run_row(db_path, run_id)
+    assert row["status"] == "stopped", (row["status"], row["status_reason"], log.read_text()[-2000:])
+    db = store.open_db(db_path)
+    kinds = [c["kind"] for c in store.metrics.list_checkpoints(db, run_id)]
+    db.close()
+    assert kinds, "rank 0 checkpoints on its way out"

@@ -56,6 +56,7 @@ from workbench.verifiers import load_verifier_code
 TIMEOUT_S = float(os.environ.get("WORKBENCH_DIST_TIMEOUT_S", "3600"))  # an eval on rank 0 keeps the others waiting
 MEETINGS = ("after_rollouts", "before_update", "after_step", "sft_step")  # safe points every rank reaches together
 GRACE_S = 10.0  # the launcher: a rank's peers get this long after SIGTERM before SIGKILL
+STOP_WAIT_S = 300.0  # the launcher's SIGTERM: how long the ranks get to reach a meeting and stop there
 
 
 class RankLost(RuntimeError):
@@ -407,9 +408,19 @@ def launch(args: Any, nproc: int) -> int:
             [sys.executable, "-m", "workbench.cli", "train", "--db", str(args.db), "--resume", str(run_id)], env=env))
         print(f"rank {r} pid {procs[-1].pid}", flush=True)
     failed: tuple[int, int] | None = None
+    stop_asked: list[float] = []
 
-    def on_term(signum: int, frame: Any) -> None:  # stopping the launcher stops its ranks (rank 0 checkpoints)
-        _stop(procs)
+    def on_term(signum: int, frame: Any) -> None:
+        """Stopping the launcher stops the run the way the UI does: a `stop` command, which rank 0 claims and
+        broadcasts at the ranks' next meeting, so every rank leaves together and rank 0 checkpoints. Signalling
+        the ranks instead killed the followers at once and left the run "crashed". A second SIGTERM, or ranks
+        that do not stop within STOP_WAIT_S, fall back to signals."""
+        if stop_asked:
+            _stop(procs)
+            return
+        stop_asked.append(time.monotonic())
+        with contextlib.closing(store.open_db(args.db)) as sdb:
+            store.commands.enqueue(sdb, run_id, "stop", {"by": "launcher SIGTERM"})
 
     previous = signal.signal(signal.SIGTERM, on_term)
     try:
@@ -417,6 +428,8 @@ def launch(args: Any, nproc: int) -> int:
             bad = [(r, p.returncode) for r, p in enumerate(procs) if p.returncode not in (None, 0)]
             if bad and failed is None:
                 failed = bad[0]
+                _stop(procs)
+            if stop_asked and time.monotonic() - stop_asked[0] > STOP_WAIT_S:
                 _stop(procs)
             time.sleep(0.2)
     except KeyboardInterrupt:
