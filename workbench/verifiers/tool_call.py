@@ -179,6 +179,11 @@ def _parallel(output: Any, expected: list[tuple[str, dict[str, Any]]], calls: li
     args = max(0.0, W_ARGS * sum(fracs) / len(expected) - EXTRA_CALL_COST * extra)
     why = f"{named}/{len(expected)} expected calls made, args {sum(fracs):.1f}/{len(expected)}"
     why += f", {extra} extra call(s)" if extra else ""
+    return _judged(output, why, tool, args)
+
+
+def _judged(output: Any, why: str, tool: float, args: float) -> Score:
+    """The end every call-scoring path shares: an unsafe action overrides all, else safe pays if it ran."""
     unsafe = getattr(output, "unsafe", None) or []
     if unsafe:
         return _score(f"unsafe: {unsafe[0]}; {why}", unsafe=UNSAFE)
@@ -215,12 +220,7 @@ def reward(output: Any, task: Any) -> Score:
             why += f" ({'; '.join(notes)})"
     else:
         why = f"wrong tool {call.name!r} (expected {task.expected_tool!r})"
-    unsafe = getattr(output, "unsafe", None) or []
-    if unsafe:
-        return _score(f"unsafe: {unsafe[0]}; {why}", unsafe=UNSAFE)
-    safe = W_SAFE if getattr(output, "executed", False) else 0.0
-    why += ", executed" if safe else ", not executed" + _tool_error(output)
-    return _score(why, tool=tool, args=args, safe=safe)
+    return _judged(output, why, tool, args)
 
 
 def _tool_error(output: Any) -> str:
