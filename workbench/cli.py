@@ -19,27 +19,15 @@ def _demo_config_path() -> Path:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    import store
     from workbench import distributed
-    from workbench.config import load_config
-    from workbench.preflight import check_sources
+    from workbench.preflight import run_for_args
     from workbench.worker import run_worker
 
     if (code := distributed.cmd_train(args)) is not None:  # --nproc N, or a rank under torchrun
         return code
-
-    db = store.open_db(args.db)
-    if args.resume is not None:
-        run_id = args.resume
-        store.runs.get_run(db, run_id)
-    else:
-        if not args.config:
-            print("error: give a CONFIG file, or --resume RUN", file=sys.stderr)
-            return 2
-        cfg = load_config(args.config)
-        check_sources(cfg, args.config)  # a typo in tasks, reward or MCP servers fails here, not as a crashed run
-        run_id = store.runs.create_run(db, name=cfg.name, model=cfg.model, config=cfg.to_dict())
-    db.close()
+    run_id = run_for_args(args.db, args.resume, args.config)
+    if run_id is None:
+        return 2
     print(f"run {run_id} in {args.db} (watch it: workbench tui --db {args.db} --run {run_id})", flush=True)
     status = run_worker(args.db, run_id, log=lambda m: print(m, flush=True))
     print(f"run {run_id}: {status}")

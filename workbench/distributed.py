@@ -380,23 +380,11 @@ def launch(args: Any, nproc: int) -> int:
     """`workbench train --nproc N`: make (or take) the run, start N ranks on this machine as torchrun would
     (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT; OMP threads split), watch them. When a rank dies the
     others are stopped and the run's status names the rank and how it ended."""
-    from workbench.config import load_config
-    from workbench.preflight import check_sources
+    from workbench.preflight import run_for_args
 
-    db = store.open_db(args.db)
-    try:
-        if args.resume is not None:
-            run_id = args.resume
-            store.runs.get_run(db, run_id)
-        else:
-            if not args.config:
-                print("error: give a CONFIG file, or --resume RUN", file=sys.stderr)
-                return 2
-            cfg = load_config(args.config)
-            check_sources(cfg)
-            run_id = store.runs.create_run(db, name=cfg.name, model=cfg.model, config=cfg.to_dict())
-    finally:
-        db.close()
+    run_id = run_for_args(args.db, args.resume, args.config)
+    if run_id is None:
+        return 2
     port = _free_port()
     threads = str(max(1, (os.cpu_count() or 1) // nproc))
     procs: list[subprocess.Popen] = []

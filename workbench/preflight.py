@@ -22,3 +22,26 @@ def check_sources(cfg: Any, path: str | None = None) -> None:
     except MetricLogUnavailable as e:
         raise ConfigError(f"{path or '<config>'}: {e}") from None
     check_mcp_servers(cfg, path)
+
+
+def run_for_args(db_path: str, resume: int | None, config: str | None) -> int | None:
+    """`workbench train`'s run: `--resume RUN` (which must exist), or a new run made from CONFIG after its
+    sources are checked. None (with the error printed) when neither is given."""
+    import sys
+
+    import store
+    from workbench.config import load_config
+
+    db = store.open_db(db_path)
+    try:
+        if resume is not None:
+            store.runs.get_run(db, resume)
+            return resume
+        if not config:
+            print("error: give a CONFIG file, or --resume RUN", file=sys.stderr)
+            return None
+        cfg = load_config(config)
+        check_sources(cfg, config)  # a typo in tasks, reward or MCP servers fails here, not as a crashed run
+        return store.runs.create_run(db, name=cfg.name, model=cfg.model, config=cfg.to_dict())
+    finally:
+        db.close()
