@@ -5,21 +5,27 @@ from __future__ import annotations
 from textual.widgets import DataTable
 
 from screens.app import WorkbenchApp
-from screens.dashboard import DashboardScreen
 from screens.evals_screen import EvalsScreen
+from tests.conftest import open_screen
 from tests.fake_run import fake_copy, plain, wait_until
+
+
+async def open_evals(pilot) -> EvalsScreen:
+    return await open_screen(pilot, "E", EvalsScreen, ready=lambda s: s.query_one(DataTable).row_count)
+
+
+def table_rows(table: DataTable) -> list[list[str]]:
+    return [[getattr(c, "plain", str(c)) for c in table.get_row_at(i)] for i in range(table.row_count)]
 
 
 async def test_evaluations_mark_the_best_checkpoint_and_flag_drift(tmp_path):
     fake = fake_copy(tmp_path / "wb.db")
     app = WorkbenchApp(fake.db_path, poll_s=0.2)
     async with app.run_test(size=(110, 30)) as pilot:
-        await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen) and app.screen.loaded)
-        await pilot.press("E")
-        await wait_until(pilot, lambda: isinstance(app.screen, EvalsScreen) and app.screen.query_one(DataTable).row_count)
+        await open_evals(pilot)
         screen = app.screen
         table = screen.query_one(DataTable)
-        rows = [[getattr(c, "plain", str(c)) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        rows = table_rows(table)
         assert [r[0] for r in rows] == ["base", "★ best", ""]
         assert rows[1][1] == "2"  # the step-2 checkpoint (45%) beats the step-5 one (37.5%)
         assert rows[1][6] == "45.0% 30–60"
@@ -44,11 +50,9 @@ async def test_the_promoted_checkpoint_is_marked_apart_from_the_best(tmp_path):
     db.conn.close()
     app = WorkbenchApp(fake.db_path, poll_s=0.2)
     async with app.run_test(size=(110, 30)) as pilot:
-        await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen) and app.screen.loaded)
-        await pilot.press("E")
-        await wait_until(pilot, lambda: isinstance(app.screen, EvalsScreen) and app.screen.query_one(DataTable).row_count)
+        await open_evals(pilot)
         table = app.screen.query_one(DataTable)
-        rows = [[getattr(c, "plain", str(c)) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        rows = table_rows(table)
         assert [r[0] for r in rows] == ["base", "★ best", "promo"]
         assert "promoted: step 5" in plain(app.screen.query_one("#evals-title"))
 
@@ -69,19 +73,17 @@ async def test_test_split_is_shown_beside_validation_with_skills_and_why_promote
     db.conn.close()
     app = WorkbenchApp(fake.db_path, poll_s=0.2)
     async with app.run_test(size=(110, 40)) as pilot:
-        await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen) and app.screen.loaded)
-        await pilot.press("E")
-        await wait_until(pilot, lambda: isinstance(app.screen, EvalsScreen) and app.screen.query_one(DataTable).row_count)
+        await open_evals(pilot)
         screen = app.screen
         table = screen.query_one(DataTable)
-        rows = [[getattr(c, "plain", str(c)) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        rows = table_rows(table)
         assert [r[9] for r in rows] == ["10%", "40%", ""]  # the test column: base and step 2 were tested
         assert "Validation (decides promotion)" in plain(screen.query_one("#evals-title"))
         assert "promotion: step 2: promoted: vs base +32pp" in plain(screen.query_one("#evals-flags"))
         await pilot.press("s")
         await wait_until(pilot, lambda: screen.split == "test" and table.row_count == 2)
         assert "Test (reported only, decides nothing)" in plain(screen.query_one("#evals-title"))
-        rows = [[getattr(c, "plain", str(c)) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        rows = table_rows(table)
         assert [r[0] for r in rows] == ["base", ""]  # no best or promoted mark on test rows
         skills_text = plain(screen.query_one("#evals-skills"))
         assert "12-hour times (n=4): 0.25 → 0.25" in skills_text and "calendar.create_event" in skills_text
