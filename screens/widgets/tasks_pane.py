@@ -42,10 +42,14 @@ class TasksPane(Vertical):
             table.add_column(label, key=key, width=width)
         yield table
 
+    def _width_now(self) -> int:
+        """The prompt column's width for the pane's size now (the last known one while it has no size)."""
+        if not self.content_size.width:
+            return self._prompt_width
+        return prompt_width(self.content_size.width, sum(w for _, _, w in NUMBERS), ID_WIDTH)
+
     def on_resize(self) -> None:
-        width = prompt_width(self.content_size.width, sum(w for _, _, w in NUMBERS), ID_WIDTH)
-        if width != self._prompt_width:
-            self._prompt_width = width
+        if self._width_now() != self._prompt_width:
             self._dirty = True
             self.redraw()
 
@@ -78,6 +82,9 @@ class TasksPane(Vertical):
         if not self._dirty or not self.stats.loaded:
             return
         self._dirty = False
+        # Read off the size at each draw: rows that arrive before the pane's first resize (a busy machine)
+        # were drawn at the minimum width and stayed so until the terminal changed size.
+        self._prompt_width = self._width_now()
         table = self.query_one(DataTable)
         keep = None
         if table.row_count and table.cursor_row is not None:
