@@ -16,14 +16,22 @@ How a step runs (DESIGN.md, "With N ranks"):
   needs only that every rank reaches that point, which it does whatever its row count. The decisions that
   used to be per process (nothing to train; every advantage zero) are taken over the step's totals, so the
   N-rank optimizer step equals the 1-process one (tests/test_distributed.py checks to 1e-5).
-- Rank 0 alone writes the store, claims commands and writes checkpoints; the other ranks keep a private
-  in-memory store for what the trainer writes as it goes, and never open the run's database for writing.
-  Commands are obeyed by rank 0 at its safe points; the ranks meet after the rollouts, before the update,
-  after the step and after each SFT step, where rank 0 broadcasts the outcome (stop, learning rate,
-  temperature, verifier), so every rank applies it at the same point. A pause blocks rank 0 at its safe
-  point; the others wait for it at the next meeting.
-- The SFT warm-up runs replicated (every rank the same batch; rank 0's weights are broadcast after it), and
-  evals run on rank 0 alone while the others wait: both are correct with N ranks, neither is faster yet.
+- Rank 0 alone writes the store, claims commands and writes the run's folder (checkpoints, TensorBoard);
+  the other ranks keep a private in-memory store for what the trainer writes as it goes, never open the
+  run's database for writing and never write a file (they know rank 0's run folder, to read checkpoints).
+- Commands are read by rank 0 at the meetings only: after the rollouts, before the update, after the step
+  and after each SFT step. There rank 0 broadcasts the outcome (stop, learning rate, temperature, verifier),
+  so every rank applies it at the same point. A pause or stop taken anywhere else (inside decoding, an eval
+  or an update, as one process does) would hold or end rank 0 inside a phase while the others ran on into a
+  collective it never joins; so with ranks a pause waits for the next meeting (the UI shows "pausing" till
+  then). A paused rank 0 holds the meeting open: every PAUSE_BEAT_S it broadcasts "still paused", so the
+  others wait in short meetings, not in one collective that would time out after TIMEOUT_S; a resume or a
+  stop ends the meeting for every rank at once.
+- The SFT warm-up is data-parallel: every rank draws the same batch, runs forward and backward on its share
+  and the gradients are summed (`workbench.sft.sft_step(sync=...)`), so N ranks take the 1-process steps.
+  Evals too: each rank evaluates a contiguous share of the tasks (seeded by where it starts in the list),
+  the results are gathered and rank 0 records them. An eval a command asks for (the UI's `e`) or a resume's
+  catch-up eval runs on rank 0 alone, while the others wait at the meeting.
 - A rank that dies makes the next collective fail on the others (`RankLost`); the launcher names the rank
   and its exit in the run's status. `workbench train --resume RUN --nproc N` continues from the last
   checkpoint (every rank loads the same one).
@@ -50,10 +58,16 @@ import torch.distributed as dist
 import store
 from workbench import checkpoint as ckpt
 from workbench.devices import resolve_device
-from workbench.trainer import Hooks, Trainer
+from workbench.eval import EvalResult, summarize
+from workbench.safe_points import Throttle
+from workbench.trainer import Hooks, Trainer, run_dir_for
+from workbench.types import Task
 from workbench.verifiers import load_verifier_code
 
-TIMEOUT_S = float(os.environ.get("WORKBENCH_DIST_TIMEOUT_S", "3600"))  # an eval on rank 0 keeps the others waiting
+# The longest one collective may wait: rank 0's work alone (an eval a command asks for, a checkpoint) keeps the
+# others waiting at a meeting; a pause does not (PAUSE_BEAT_S).
+TIMEOUT_S = float(os.environ.get("WORKBENCH_DIST_TIMEOUT_S", "3600"))
+PAUSE_BEAT_S = 2.0  # a paused rank 0 tells the others this often that it still is
 MEETINGS = ("after_rollouts", "before_update", "after_step", "sft_step")  # safe points every rank reaches together
 GRACE_S = 10.0  # the launcher: a rank's peers get this long after SIGTERM before SIGKILL
 STOP_WAIT_S = 300.0  # the launcher's SIGTERM: how long the ranks get to reach a meeting and stop there
@@ -114,6 +128,7 @@ class RankSync:
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()  # the SFT step's share (workbench.sft)
 
     def sum_floats(self, values: Sequence[float]) -> list[float]:
         t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=self.device)
@@ -155,6 +170,14 @@ class RankSync:
         return out
 
 
+def shard(n: int, ranks: Ranks) -> tuple[int, int]:
+    """[first, stop) of this rank's contiguous share of n items (the first ranks take one more when N does
+    not divide n): contiguous, so the gathered shares in rank order are the items in order."""
+    base, extra = divmod(n, ranks.world)
+    first = ranks.rank * base + min(ranks.rank, extra)
+    return first, first + base + (1 if ranks.rank < extra else 0)
+
+
 def broadcast_object(obj: Any, what: str) -> Any:
     box = [obj]
     with _collective(what):
@@ -172,31 +195,61 @@ def broadcast_params(params: Iterable[torch.nn.Parameter]) -> None:
 # ----- hooks: commands on rank 0, their outcome broadcast at the meetings ------------------------------------
 
 
+@contextlib.contextmanager
+def _alone(trainer: Any) -> Any:
+    """Rank 0 obeying a command (an eval, a probe): what it runs there is its own, with no collective (the
+    others are waiting at the meeting)."""
+    before = getattr(trainer, "alone", False)
+    trainer.alone = True
+    try:
+        yield
+    finally:
+        trainer.alone = before
+
+
 class RankHooks(Hooks):
     """Wraps rank 0's driver (the worker's hooks); on the other ranks there is none (`inner` None) and the
-    meetings deliver what rank 0 decided."""
+    meetings deliver what rank 0 decided. Every rank's `should_stop` is the stop agreed at the last meeting,
+    so all leave at the same point."""
 
     def __init__(self, inner: Hooks | None, ranks: Ranks, log: Callable[[str], None] = lambda m: None) -> None:
         self.inner, self.ranks, self.log = inner, ranks, log
         self.stop = False
+        self._beat = Throttle(PAUSE_BEAT_S)
+        if inner is not None and hasattr(inner, "while_paused"):  # the worker's hooks: its pause loop beats
+            inner.while_paused = self._still_paused
+
+    def inner_safe_point(self, trainer: Trainer, phase: str) -> None:
+        """Nothing with ranks: commands wait for the next meeting (see the module's docstring)."""
 
     def safe_point(self, trainer: Trainer, where: str) -> None:
-        if self.inner is not None:
-            self.inner.safe_point(trainer, where)
         if where not in MEETINGS:
             return
         state = None
         if self.ranks.is_main:
+            if self.inner is not None:
+                self._beat.reset()
+                with _alone(trainer):  # claims the commands; holds here while paused, beating
+                    self.inner.safe_point(trainer, where)
             v = trainer.verifier
-            state = {"stop": bool(self.inner and self.inner.should_stop(trainer)), "lr": trainer.lr,
+            state = {"held": False, "stop": bool(self.inner and self.inner.should_stop(trainer)), "lr": trainer.lr,
                      "temperature": trainer.temperature, "verifier_id": trainer.verifier_id,
                      "verifier": (getattr(v, "code", None), getattr(v, "name", None))}
         state = broadcast_object(state, f"the safe point {where!r}")
         if not self.ranks.is_main:
+            if state["held"]:
+                self.log(f"paused by rank 0 at {where} of step {trainer.step + 1}")
+            while state["held"]:  # one short meeting per beat until rank 0 resumes or stops
+                state = broadcast_object(None, f"the pause at {where!r}")
             self._apply(trainer, state, where)
+        self.stop = state["stop"]
+
+    def _still_paused(self, trainer: Trainer, where: str) -> None:
+        """Rank 0, paused at a meeting (called every few hundred ms by the worker's pause loop)."""
+        if self._beat.ready():
+            broadcast_object({"held": True}, f"the pause at {where!r}")
 
     def _apply(self, trainer: Trainer, state: dict[str, Any], where: str) -> None:
-        self.stop = state["stop"]
         for key in ("lr", "temperature"):
             if getattr(trainer, key) != state[key]:
                 setattr(trainer, key, state[key])
@@ -207,10 +260,11 @@ class RankHooks(Hooks):
             self.log(f"[rank {self.ranks.rank}] verifier {state['verifier_id']} at {where}")
 
     def should_stop(self, trainer: Trainer) -> bool:
-        return self.inner.should_stop(trainer) if self.inner is not None else self.stop
+        return self.stop
 
     def pause(self, trainer: Trainer, reason: str) -> bool:
-        # The others "pause" by waiting for rank 0 at the next meeting.
+        # The error budget (every rank sees the same step): rank 0's driver pauses at the next meeting, after
+        # the step, and the others wait for it there.
         return self.inner.pause(trainer, reason) if self.inner is not None else True
 
 
@@ -220,13 +274,31 @@ class RankHooks(Hooks):
 class RankTrainer(Trainer):
     """A `Trainer` that rolls out its share of each step's groups and trains on them with summed gradients."""
 
-    def __init__(self, cfg: Any, db: Any, run_id: int | None, *, ranks: Ranks, hooks: RankHooks, **kw: Any) -> None:
+    def __init__(self, cfg: Any, db: Any, run_id: int | None, *, ranks: Ranks, hooks: RankHooks,
+                 run_dir: Path | None = None, **kw: Any) -> None:
+        """`run_dir`: on the ranks other than 0, rank 0's run folder (their own store's run is a scratch one)."""
         self.ranks = ranks
+        self.alone = False  # rank 0 obeying a command: no collective (`_alone`)
+        self._rank0_dir = run_dir
         self._owner: list[int] = []  # the rank that rolled out each of the step's groups, in step order
         self._loaded: list[dict[str, Any] | None] = []  # rank 0: the checkpoints resume() picked
         super().__init__(cfg, db, run_id, hooks=hooks, **kw)
         self.grad_sync = RankSync(self.policy.device)
         broadcast_params(self.policy.trainable_parameters())
+
+    @property
+    def writes_run_dir(self) -> bool:
+        return self.ranks.is_main
+
+    def _run_dir(self) -> Path:
+        return super()._run_dir() if self._rank0_dir is None else self._rank0_dir
+
+    def _engine_dir(self) -> Path:
+        # A vLLM server engine saves each adapter it pushes: every rank its own folder (inside rank 0's).
+        return super()._engine_dir() if self.ranks.is_main else self.run_dir / f"engine-rank{self.ranks.rank}"
+
+    def _needs_baseline(self) -> bool:
+        return broadcast_object(super()._needs_baseline() if self.ranks.is_main else None, "the baseline decision")
 
     # The other ranks get rank 0's verifier (the run's active version), not the config's.
     def _load_verifier(self) -> tuple[Any, int]:
@@ -267,11 +339,42 @@ class RankTrainer(Trainer):
         super().run_sft_phase()
         broadcast_params(self.policy.trainable_parameters())
 
-    def run_eval(self, **kw: Any) -> dict[str, Any]:
-        return super().run_eval(**kw) if self.ranks.is_main else {}
+    def _evaluate(self, samples: int, label: str = "", tasks: list[Task] | None = None) -> EvalResult:
+        """Every rank evaluates its share of the tasks; every rank gets the whole result (rank 0 records it;
+        the others' run_eval goes on in step, writing only to their scratch store)."""
+        if self.alone:
+            return super()._evaluate(samples, label, tasks)
+        label += " sampled" if samples else ""
+        tasks = self.eval_tasks if tasks is None else tasks
+        first, stop = shard(len(tasks), self.ranks)
+
+        def progress(done: int, total: int) -> None:  # rank 0's share, as a guess at the whole (ranks run alike)
+            whole = min(len(tasks), done * self.ranks.world) if done < total else len(tasks)
+            self.progress.report("eval", whole, len(tasks), label=label, step=self.step)
+
+        local = self._evaluate_tasks(tasks[first:stop], samples, label, first=first, progress=progress)
+        parts: list[Any] = [None] * self.ranks.world
+        with _collective("the eval gather"):
+            dist.all_gather_object(parts, (local.rollouts, local.flags))
+        rollouts = [r for part in parts for r in part[0]]  # rank order is task order: the shards are contiguous
+        flags = [f for part in parts for f in part[1]]
+        return EvalResult(summarize(rollouts, flags), rollouts, flags)
+
+    def _store_eval_rollouts(self, result: EvalResult, eval_id: int, checkpoint_id: int | None,
+                             split: str = "held_out") -> None:
+        if self.ranks.is_main:  # the others would only score the rows again for their scratch store
+            super()._store_eval_rollouts(result, eval_id, checkpoint_id, split)
+
+    def _maybe_promote(self, checkpoint_id: int, eval_id: int) -> None:
+        if self.ranks.is_main:
+            super()._maybe_promote(checkpoint_id, eval_id)
 
     def save_checkpoint(self, kind: str) -> int:
-        return super().save_checkpoint(kind) if self.ranks.is_main else -1
+        """Rank 0 writes it; the others only note it in their scratch store (the evals they record point at it)."""
+        if self.ranks.is_main:
+            return super().save_checkpoint(kind)
+        return store.metrics.record_checkpoint(self.db, self.run_id, step=self.step, kind=kind,
+                                               path=str(self.run_dir / f"step-{self.step:05d}-{kind}"))
 
     def _newest_whole(self, checkpoints: list[dict[str, Any]]) -> dict[str, Any] | None:
         found = super()._newest_whole(checkpoints)
@@ -282,7 +385,8 @@ class RankTrainer(Trainer):
         """Rank 0 picks the checkpoint (and writes what resuming writes); every other rank loads the same."""
         if self.ranks.is_main:
             self._loaded = []
-            step = super().resume()
+            with _alone(self):  # its catch-up eval, if any, runs here while the others wait for the broadcast
+                step = super().resume()
             last = self._loaded[0] if self._loaded else None
             sft = None
             if last is not None and self._kl_to_sft:
@@ -318,7 +422,8 @@ def run_follower(db_path: str, run_id: int, ranks: Ranks, *, log: Callable[[str]
     scratch = store.open_db(":memory:")  # what the trainer writes as it goes, never read by anyone
     own = store.runs.create_run(scratch, name=cfg.name, model=cfg.model, config=cfg.to_dict())
     hooks = RankHooks(None, ranks, log)
-    trainer = RankTrainer(cfg, scratch, own, ranks=ranks, hooks=hooks, log=log)
+    trainer = RankTrainer(cfg, scratch, own, ranks=ranks, hooks=hooks, log=log,
+                          run_dir=run_dir_for(cfg, run_id, row["created"]))
     trainer.resume()
     trainer.run()
     return "stopped" if hooks.stop else "finished"

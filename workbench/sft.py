@@ -68,30 +68,46 @@ def sft_rows(tokenizer: Any, examples: list[Example], *, prefill: str = "") -> t
 
 
 def sft_step(policy: Any, optimizer: torch.optim.Optimizer, examples: list[Example], *, prefill: str = "",
-             max_grad_norm: float | None = 1.0, rows_fn: RowsFn | None = None) -> float:
+             max_grad_norm: float | None = 1.0, rows_fn: RowsFn | None = None, sync: Any = None) -> float:
     """One optimizer step on the mean token cross-entropy of the answers; returns the loss.
 
     The examples' shared harness prefix runs once (`sequence_logprobs`); the loss equals HF's causal-LM
-    loss with labels -100 on the prompt."""
+    loss with labels -100 on the prompt. With `sync` (workbench.distributed.RankSync: data-parallel ranks)
+    every rank passes the whole batch and runs forward and backward on its share (examples rank, rank + N,
+    ...), normalised by the batch's token count; the gradients are summed over the ranks before clipping, so
+    every rank takes the step one process would take on the whole batch."""
     from workbench.logprobs import sequence_logprobs
 
     model = policy.model
     was_training = model.training
     model.train()
-    if rows_fn is not None:
+    if sync is not None:
+        examples = examples[sync.rank :: sync.world]
+    if not examples:  # a rank whose share is empty (a batch smaller than the ranks) still joins the sums
+        prompts, targets = [], []
+    elif rows_fn is not None:
         prompts, targets = rows_fn(policy.tokenizer, examples)
     else:
         prompts, targets = sft_rows(policy.tokenizer, examples, prefill=prefill)
     optimizer.zero_grad(set_to_none=True)
     pad = policy.tokenizer.pad_token_id if policy.tokenizer.pad_token_id is not None else 0
-    logp, mask = sequence_logprobs(model, prompts, targets, 1.0, pad_token_id=pad)
-    loss = -logp.sum() / mask.sum().clamp(min=1)
-    loss.backward()
+    nll, n_tokens, value = None, 0.0, 0.0
+    if prompts:
+        logp, mask = sequence_logprobs(model, prompts, targets, 1.0, pad_token_id=pad)
+        nll, n_tokens = -logp.sum(), float(mask.sum())
+    total = n_tokens if sync is None else sync.sum_floats([n_tokens])[0]  # the whole batch's answer tokens
+    if nll is not None:
+        loss = nll / max(total, 1.0)
+        loss.backward()
+        value = float(loss.detach())
+    if sync is not None:
+        sync.sum_grads(policy.trainable_parameters())
+        value = sync.sum_floats([value])[0]
     if max_grad_norm is not None:
         torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), max_grad_norm)
     optimizer.step()
     model.train(was_training)
-    return float(loss.detach())
+    return value
 
 
 def run_sft(
@@ -105,10 +121,13 @@ def run_sft(
     prefill: str = "",
     on_step: Callable[[int, float], bool | None] | None = None,
     rows_fn: RowsFn | None = None,
+    sync: Any = None,
 ) -> list[float]:
     """Run `steps` AdamW steps over shuffled examples (reshuffled each epoch); returns the losses.
 
     `on_step(step, loss)` is called after each step; returning False stops early (e.g. the UI cancelled).
+    With `sync` (data-parallel ranks) every rank draws the same batches and trains on its share of each
+    (`sft_step`): N ranks take the steps one process takes, each doing about 1/N of the work.
     """
     if not examples:
         raise ValueError("run_sft needs at least one example")
@@ -123,7 +142,7 @@ def run_sft(
                 order = list(range(len(examples)))
                 rng.shuffle(order)
             picked.append(examples[order.pop()])
-        loss = sft_step(policy, optimizer, picked, prefill=prefill, rows_fn=rows_fn)
+        loss = sft_step(policy, optimizer, picked, prefill=prefill, rows_fn=rows_fn, sync=sync)
         losses.append(loss)
         if on_step is not None and on_step(step, loss) is False:
             break

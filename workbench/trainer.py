@@ -30,7 +30,7 @@ import store
 from workbench import checkpoint as ckpt
 from workbench import grpo, metric_log, splits, trajectory_rows
 from workbench.config import Config
-from workbench.envs import env_for_config
+from workbench.envs import bind_tokenizer, env_for_config
 from workbench.eval import EvalResult, evaluate
 from workbench.models import Policy, load_policy
 from workbench.progress import Progress, eval_label
@@ -98,10 +98,17 @@ def task_row(task: Task) -> dict[str, Any]:
     }
 
 
+def run_dir_for(cfg: Config, run_id: int, created: float) -> Path:
+    """The run's folder (checkpoints, TensorBoard): its creation time in the name, so run 1 of another database
+    never shares it."""
+    return Path(cfg.output_dir).resolve() / f"run-{run_id}-{int(created)}"
+
+
 class Trainer:
     """Owns the policy, the optimizer and the RNG of one run; everything it learns goes to the store."""
 
     grad_sync: Any = None  # with data-parallel ranks: their gradient sum (workbench.distributed.RankTrainer)
+    writes_run_dir = True  # False on the ranks other than 0: one writer of checkpoints and metric logs
 
     def __init__(
         self,
@@ -145,15 +152,13 @@ class Trainer:
             device=cfg.device,
         )
         if cfg.tool_format == "native":  # the call format is read from the model's own chat template
-            self.env = env_for_config(cfg, self.policy.tokenizer)
+            bind_tokenizer(self.env, cfg, self.policy.tokenizer)  # in place: MCP servers start once
         if cfg.adapter == "full" and cfg.beta > 0 and not self._kl_to_sft:
             # KL to the initial weights: copy them now, before an SFT warm-up, a step or a resume's checkpoint
             # changes them (a reference taken lazily later would be whatever the policy is then).
             self.policy.prepare_reference()
-        # The run's creation time in the folder name: run 1 of another database never shares it.
-        created = int(store.runs.get_run(db, run_id)["created"])
-        self.run_dir = Path(cfg.output_dir).resolve() / f"run-{run_id}-{created}"
-        self.engine = make_engine(cfg, self.policy, work_dir=self.run_dir / "engine")
+        self.run_dir = self._run_dir()
+        self.engine = make_engine(cfg, self.policy, work_dir=self._engine_dir())
         # Another engine's sampling log-probs differ from ours (kernels, dtype): correct for it in the loss.
         self.is_correction = cfg.rollout not in ("hf", "hf_generate")
         self.optimizer = torch.optim.AdamW(
@@ -166,6 +171,13 @@ class Trainer:
         self.step = 0  # GRPO steps completed
         self.sft_done = cfg.sft_steps == 0
         self.halted: str | None = None  # past the verifier error budget, with no driver that can pause
+
+    def _run_dir(self) -> Path:
+        return run_dir_for(self.cfg, self.run_id, store.runs.get_run(self.db, self.run_id)["created"])
+
+    def _engine_dir(self) -> Path:
+        """Where a separate engine (vLLM) keeps the adapters it loads."""
+        return self.run_dir / "engine"
 
     # ----- verifier -------------------------------------------------------------------------------------
     def _load_verifier(self) -> tuple[Verifier, int]:
@@ -193,7 +205,7 @@ class Trainer:
             self._run()
 
     def _run(self) -> None:
-        if not any(e["is_baseline"] for e in store.metrics.list_evals(self.db, self.run_id)):
+        if self._needs_baseline():
             self.log("baseline eval on held-out tasks")
             self.run_eval(is_baseline=True)
         if not self.sft_done:
@@ -209,6 +221,9 @@ class Trainer:
                 ck = self.save_checkpoint("final" if last else "periodic")  # every eval has its checkpoint
                 if eval_due:
                     self.run_eval(checkpoint_id=ck)
+
+    def _needs_baseline(self) -> bool:
+        return not any(e["is_baseline"] for e in store.metrics.list_evals(self.db, self.run_id))
 
     def run_sft_phase(self) -> None:
         self.log(f"SFT warm-up: {self.cfg.sft_steps} steps")
@@ -226,7 +241,7 @@ class Trainer:
             with self._inside("sft"):  # safe points per layer, forward and backward: a pause waits < 1 s
                 losses = run_sft(self.policy, examples, self.cfg.sft_steps, lr=self.cfg.sft_learning_rate,
                                  batch_size=self.cfg.sft_batch_size, seed=self.cfg.seed, prefill=self.harness.prefill,
-                                 on_step=on_step,
+                                 on_step=on_step, sync=self.grad_sync,
                                  rows_fn=native_sft_rows if self.cfg.tool_format == "native" else None)
         except Interrupted:  # stopped inside a step: that step never reached its optimizer step
             losses = []
@@ -313,7 +328,8 @@ class Trainer:
             "verifier_error_frac": errors / n_rows if n_rows else 0.0,
         }
         store.metrics.append_step(self.db, self.run_id, step, metrics)
-        metric_log.log_step(self.cfg, self.run_dir, step, metrics)  # TensorBoard, when `log_to` asks for it
+        if self.writes_run_dir:
+            metric_log.log_step(self.cfg, self.run_dir, step, metrics)  # TensorBoard, when `log_to` asks for it
         self.log(self._report_step(step, groups, metrics, over_budget))
         self.hooks.safe_point(self, "after_step")
         return metrics
@@ -571,13 +587,20 @@ class Trainer:
 
     def _evaluate(self, samples: int, label: str = "", tasks: list[Task] | None = None) -> EvalResult:
         label += " sampled" if samples else ""
+        return self._evaluate_tasks(self.eval_tasks if tasks is None else tasks, samples, label)
+
+    def _evaluate_tasks(self, tasks: list[Task], samples: int, label: str, *, first: int = 0,
+                        progress: Callable[[int, int], None] | None = None) -> EvalResult:
+        """`tasks` from index `first` of the eval's list (with ranks, each evaluates a share): the seed of
+        each batch of tasks derives from where it starts in the whole list."""
+        if progress is None:
+            progress = lambda done, total: self.progress.report("eval", done, total, label=label, step=self.step)  # noqa: E731
         with self._inside("eval") as point:
             return evaluate(
-                self.engine, self.policy.tokenizer, self.env, self.eval_tasks if tasks is None else tasks,
+                self.engine, self.policy.tokenizer, self.env, tasks,
                 max_new_tokens=self.cfg.max_completion_length, samples=samples, temperature=self.temperature,
-                top_p=self.cfg.top_p, stop_token_ids=self.policy.eos_token_ids, seed=self.cfg.seed + 17,
-                on_tokens=lambda done: point(),
-                on_progress=lambda done, total: self.progress.report("eval", done, total, label=label, step=self.step),
+                top_p=self.cfg.top_p, stop_token_ids=self.policy.eos_token_ids, seed=self.cfg.seed + 17 + first,
+                on_tokens=lambda done: point(), on_progress=progress,
             )
 
     def _store_eval_rollouts(self, result: EvalResult, eval_id: int, checkpoint_id: int | None,

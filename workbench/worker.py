@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,9 @@ class WorkerHooks(Hooks):
         self._inner_poll = Throttle(INNER_POLL_S)
         self._deferred: list[dict[str, Any]] = []  # claimed mid-phase, handled at the next outer safe point
         self._handling = False  # inside a command (an eval): its own safe points do not read commands
+        # Called every POLL_S while paused. Rank 0 of a data-parallel run tells the other ranks it is still
+        # paused (workbench.distributed.RankHooks): they wait in short meetings, never one long collective.
+        self.while_paused: Callable[[Trainer, str], None] | None = None
 
     def inner_safe_point(self, trainer: Trainer, phase: str) -> None:
         if self.lock_lost.is_set():
@@ -89,6 +93,8 @@ class WorkerHooks(Hooks):
                 if self.lock_lost.is_set():
                     raise LockLost(f"run {self.run_id}: another worker took the lock")
                 self._drain(trainer, where)
+                if self.while_paused is not None and self.paused and not self.stop_requested:
+                    self.while_paused(trainer, where)
             if not self.stop_requested:
                 store.runs.set_status(self.db, self.run_id, "running", "resumed")
         elif claimed:  # a pause and a resume both seen at this safe point: undo the heartbeat's "pausing"
