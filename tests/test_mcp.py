@@ -300,3 +300,99 @@ def test_the_trajectory_view_shows_mcp_calls_and_results(calendar):
     rendered = [" ".join(str(r) for r in group.renderables) for _, group in parts]
     assert "tool call → create_event" in rendered[3] and '"attendee": "Ana"' in rendered[3]
     assert rendered[4].startswith("tool result") and '"id": "evt_1"' in rendered[4]
+
+
+# ---- tool_format: native ----------------------------------------------------------------------------------------
+
+
+def hermes(tool: str, args: dict) -> str:
+    return f'<tool_call>\n{json.dumps({"name": tool, "arguments": args})}\n</tool_call>'
+
+
+def test_native_format_offers_openai_specs_and_runs_each_call_of_a_reply(tmp_path):
+    """`tool_format: native` over MCP: the servers' specs go to the chat template, the template's parser reads
+    the reply, every call of a parallel reply runs, results come back as `tool` messages answering their ids."""
+    from workbench.envs import bind_tokenizer, env_for_config
+    from workbench.rollout.prompt import render_prompt
+    from workbench.testing import build_tiny_tokenizer
+
+    tok = build_tiny_tokenizer(512, "qwen2.5")
+    cfg = load_config(write(tmp_path, SERVER_YAML + "    state_tool: list_events\ntool_format: native\n"))
+    env = env_for_config(cfg)  # built before the model: the parser is read off its template later
+    try:
+        assert isinstance(env, McpEnv) and env.parser is None
+        pools = dict(env.pools)
+        assert bind_tokenizer(env, cfg, tok) is env and env.parser == "hermes" and env.pools == pools  # same servers
+        ep = env.start(TASK)
+        assert ep.prefill == "" and [t["function"]["name"] for t in ep.tools] == ["create_event", "list_events",
+                                                                                 "delete_event"]
+        prompt = tok.decode(render_prompt(tok, ep.messages, ep.prefill, ep.tools))
+        assert ep.messages == [{"role": "user", "content": TASK.prompt}]  # no harness text: the template's system turn
+        assert "<tools>" in prompt and '"name": "create_event"' in prompt and "Tool result" not in prompt
+        last = ep.step("Booking it.\n" + hermes("create_event", TASK.expected_args) + "\n"
+                       + hermes("list_events", {"day": "Monday"}))
+        assistant, created, listed = ep.messages[-3:]
+        assert assistant["content"] == "Booking it." and [c["function"]["name"] for c in assistant["tool_calls"]] \
+            == ["create_event", "list_events"]
+        assert [m["role"] for m in (created, listed)] == ["tool", "tool"] and last == listed
+        assert [m["tool_call_id"] for m in (created, listed)] == [c["id"] for c in assistant["tool_calls"]]
+        event = {"id": "evt_1", **TASK.expected_args}
+        assert json.loads(created["content"]) == {"ok": True, "result": event}
+        assert json.loads(listed["content"])["result"] == [event]  # in order: the create ran first
+        assert "<tool_response>" in tok.decode(render_prompt(tok, ep.messages, "", ep.tools))
+        assert ep.step("Booked Ana on Monday at 09:00.") is None and ep.end_reason == "text"
+        out = ep.output()
+        assert out.tool_format == "native" and out.parse_error is None and out.executed and out.error is None
+        assert [c.name for c in out.tool_calls] == ["create_event", "list_events"]
+        assert out.state == {"result": [event]}
+        assert load_verifier_file(EXAMPLE / "verifier.py", isolate=False).score(out, TASK).total == 1.0
+        broken = env.start(TASK)  # a reply that is not a call keeps its reason
+        broken.step('<tool_call>\n{"name": "create_event"')
+        assert broken.output().parse_error.startswith("invalid JSON") and not broken.output().tool_calls
+    finally:
+        env.close()
+
+
+def test_a_native_mcp_run_trains_and_the_dry_run_replays_its_stored_calls(tmp_path, monkeypatch):
+    """The Trainer with `tool_format: native` over MCP (servers started once, the parser read off the template),
+    then the verifier editor's dry run, which has no model: it replays each stored turn's parsed calls
+    against fresh server processes, gets the rewards the run stored, and stops those servers again."""
+    from tests.test_native import ScriptedEngine
+    from workbench.testing import tiny_model_dir
+    from workbench.trainer import Trainer
+    from workbench.verifier_edit import dry_run
+
+    envs: list[McpEnv] = []
+    real_init = McpEnv.__init__
+
+    def counting_init(self, *a, **kw):
+        envs.append(self)
+        real_init(self, *a, **kw)
+
+    monkeypatch.setattr(McpEnv, "__init__", counting_init)
+    monkeypatch.chdir(ROOT)  # the example's paths are relative to the repository root
+    model = tiny_model_dir(tmp_path / "qwen", template="qwen2.5")
+    cfg = load_config(EXAMPLE / "config.yaml")
+    cfg = dataclasses.replace(cfg, model=str(model), tool_format="native", max_steps=1, eval_interval=1,
+                              eval_max_tasks=1, num_generations_per_prompt=2, prompts_per_step=2,
+                              max_completion_length=8, lora=dataclasses.replace(cfg.lora, r=4, alpha=8),
+                              output_dir=str(tmp_path / "runs"))
+    db = store.open_db(tmp_path / "wb.db")
+    trainer = Trainer(cfg, db)
+    try:
+        assert len(envs) == 1 and trainer.env is envs[0] and trainer.env.parser == "hermes"
+        call = hermes("create_event", TASK.expected_args) + "\n" + hermes("list_events", {"day": "Monday"})
+        trainer.engine = ScriptedEngine(trainer.policy.tokenizer, call, final_text="Booked.")
+        trainer.run()
+    finally:
+        trainer.env.close()
+    rows = store.trajectories.last_trajectories(db, trainer.run_id, 10)
+    assert len(rows) == 4
+    assert {r["reward"] for r in rows} <= {1.0, 0.2}  # Ana's task solved, another acted (wrongly): both scored
+    for r in rows:
+        assert [m["role"] for m in r["messages"]] == ["user", "assistant", "tool", "tool", "assistant"]
+        assert "<tool_call>" not in (r["messages"][1]["content"] or "")  # the calls are only in tool_calls
+    res = dry_run(db, trainer.run_id, (EXAMPLE / "verifier.py").read_text(), n=4)
+    assert res.ok and res.summary["n"] == 4 and res.summary["changed"] == 0, res
+    assert sorted(x["new_reward"] for x in res.rows) == sorted(r["reward"] for r in rows)
+    assert len(envs) == 2 and not envs[1].pools["calendar"]._idle and not envs[1].pools["calendar"]._busy

@@ -142,6 +142,43 @@ def test_no_call_and_parallel_scores():
     assert rates["no_call_n"] == 2 and rates["no_call_success"] == 0.5 and rates["parallel_success"] == 1.0
 
 
+def out_fields(o: Output) -> tuple:
+    return (o.text, o.messages, o.tool_calls, o.parse_error, o.unsafe, o.executed, o.observations, o.state,
+            o.tool_format)
+
+
+@pytest.mark.parametrize("multi_turn", [False, True])
+def test_the_dry_run_replays_native_turns_from_their_stored_calls(multi_turn):
+    """The verifier editor's replay needs no parser or tokenizer (the UI has no model): a native turn is
+    replayed as its stored parsed calls, so the new verifier sees exactly the Output the old one saw."""
+    from workbench.verifier_edit import replay
+
+    cfg = config_from_dict({"tool_format": "native", "env": "multi_turn" if multi_turn else "single_turn"})
+    parserless = env_for_config(cfg)  # tool_parser auto and no tokenizer: what the dry run builds
+    assert parserless.parser is None
+    with pytest.raises(RuntimeError, match="tool_parser auto"):  # it cannot parse text...
+        parserless.start(PAR_TASK).step("x")
+    live = NativeEnv("hermes", multi_turn=multi_turn)
+    par = ('Checking both.\n<tool_call>\n{"name": "weather.get", "arguments": {"city": "Oslo", "day": "Monday"}}\n'
+           '</tool_call>\n<tool_call>\n{"name": "weather.get", "arguments": {"city": "Lima", "day": "Monday"}}\n</tool_call>')
+    episodes = [(PAR_TASK, [par, "Oslo and Lima: see above."]), (NO_CALL_TASK, ["I won't delete everything."]),
+                (NO_CALL_TASK, ['<tool_call>\n{"name": "calendar.delete_all_events"']),  # a broken call: its reason
+                (MT_TASK, [HERMES_CALL, "Nothing on Friday."])]
+    for task, replies in episodes:
+        ep = live.start(task)
+        for text in replies:
+            if not ep.done:
+                ep.step(text)
+        original = ep.output()
+        # ...but it replays: the stored row keeps the messages, the last reply as sampled and its parse error.
+        again = replay(parserless, task, original.messages, completion=original.text,
+                       parse_error=original.parse_error)
+        assert out_fields(again) == out_fields(original), task.id
+        assert reward(again, task) == reward(original, task)
+    # The parsed calls are what is replayed (a reply's call text is not in its stored content).
+    assert "<tool_call>" not in json.dumps(original.messages[1]) and original.messages[1]["tool_calls"]
+
+
 def test_json_harness_has_no_prefill_for_no_call_families():
     env = env_for_config(config_from_dict({}))
     ep = env.start(NO_CALL_TASK)
@@ -337,6 +374,13 @@ def test_trainer_native_multi_turn_trains_on_the_sampled_ids(qwen_model, tmp_pat
         assert tr[0]["completion_ids"] == char_ids(t.policy.tokenizer, HERMES_CALL) + [t.policy.tokenizer.eos_token_id]
         assert [m["role"] for m in row["messages"]] == ["user", "assistant", "tool", "assistant"]
         assert row["messages"][1]["tool_calls"][0]["function"]["name"] == "calendar.list_events"
+    # The verifier editor's dry run (no model: tool_parser auto stays unresolved) replays these native rows
+    # from their stored calls; the run's own verifier, re-run, changes no reward.
+    from workbench.verifier_edit import dry_run
+
+    res = dry_run(db, t.run_id, "from workbench.verifiers.tool_call import reward  # noqa: F401\n", n=4)
+    assert res.ok and res.summary["n"] == 4 and res.summary["changed"] == 0, res
+    assert all(r["new_reward"] == r["old_reward"] is not None for r in res.rows)
 
 
 def test_builtin_call_family_and_the_view_show_native_turns():

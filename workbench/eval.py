@@ -1,7 +1,8 @@
 """Held-out evaluation: the seed article's metrics, greedy and sampled, with a bootstrap CI for success.
 
 `evaluate` runs rollouts on tasks the policy never trains on and classifies each reply (valid JSON, right
-tool, right args, success, unsafe); `beats` is the promotion rule against the baseline.
+tool, right args, success, unsafe; no-call accuracy and parallel-call success for those task families);
+`beats` is the promotion rule against the baseline.
 """
 
 from __future__ import annotations
@@ -76,6 +77,10 @@ def summarize(rollouts: list[Rollout], flags: list[dict[str, bool]]) -> dict[str
     extra: dict[str, Any] = {"by_skill": breakdown(tasks.values(), solved)}
     if by_cluster is not None:
         extra.update(success_ci_cluster_low=by_cluster[0], success_ci_cluster_high=by_cluster[1], clusters=clusters)
+    # The two task families success_rate blurs together (classify marks them); None when the split has none, so
+    # a split without them never reads as 0.
+    no_call = [f for f in flags if f.get("no_call_task")]
+    parallel = [f for f in flags if f.get("parallel_task")]
     return {
         "n": n,
         "valid_json_rate": rate("valid_json"),
@@ -85,6 +90,11 @@ def summarize(rollouts: list[Rollout], flags: list[dict[str, bool]]) -> dict[str
         "success_ci_low": lo,
         "success_ci_high": hi,
         "unsafe_rate": rate("unsafe"),
+        # expected_tool null: the reply made no call (classify's correct_tool there is exactly that)
+        "no_call_accuracy": sum(1.0 for f in no_call if f["correct_tool"]) / len(no_call) if no_call else None,
+        "no_call_n": len(no_call),
+        "parallel_success": sum(1.0 for f in parallel if f["success"]) / len(parallel) if parallel else None,
+        "parallel_n": len(parallel),
         "mean_latency_s": sum(r.latency_s for r in rollouts) / n,
         "mean_tokens": sum(r.completion_tokens for r in rollouts) / n,
         "truncated_rate": sum(1.0 for r in rollouts if r.truncated) / n,

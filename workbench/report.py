@@ -63,8 +63,8 @@ def print_report(db: str, run_id: int, *, mode: str = "greedy", as_json: bool = 
             continue
         role = "decides promotion" if split == "validation" else "reported only: nothing is decided on it"
         table = Table(title=f"run {run_id} ({run.name}, {run.status}): {split} ({role}), {mode}")
-        for col in ("policy", "valid JSON", "tool", "args", "success [95% CI]", "unsafe", "tokens", "vs base",
-                    "vs SFT-only"):
+        for col in ("policy", "valid JSON", "tool", "args", "success [95% CI]", "unsafe", "no call", "parallel",
+                    "tokens", "vs base", "vs SFT-only"):
             table.add_column(col, justify="left" if col == "policy" else "right")
         for r in rows:
             m = r.eval.metrics
@@ -72,7 +72,8 @@ def print_report(db: str, run_id: int, *, mode: str = "greedy", as_json: bool = 
                 r.label + (" *" if r.promoted else ""), _rate(m.get("valid_json_rate")),
                 _rate(m.get("correct_tool_rate")), _rate(m.get("correct_args_rate")),
                 _rate(m.get("success_rate"), (m.get("success_ci_low"), m.get("success_ci_high"))),
-                _rate(m.get("unsafe_rate")), f"{m.get('mean_tokens', 0):.1f}", _paired_cell(r.vs_base),
+                _rate(m.get("unsafe_rate")), _rate(m.get("no_call_accuracy")), _rate(m.get("parallel_success")),
+                f"{m.get('mean_tokens', 0):.1f}", _paired_cell(r.vs_base),
                 _paired_cell(r.vs_sft),
             )
         console.print(table)
@@ -85,6 +86,8 @@ def print_report(db: str, run_id: int, *, mode: str = "greedy", as_json: bool = 
                 skills.add_row(*line)
             console.print(skills)
     print("* promoted: clearly better than the baseline and than SFT-only on validation (paired, 95% CI above 0)")
+    print("no call: share of no-call tasks (expected_tool null) answered without a call; parallel: success on"
+          " tasks expecting several calls in one turn; '-' where the split has none")
     print("vs base / vs SFT-only: paired success difference on the same tasks [95% bootstrap CI over tasks]"
           " T[95% CI over phrasing templates]")
     decisions = [e for e in events if e.kind == "promotion"]

@@ -19,7 +19,8 @@ import sqlite_utils
 import store
 from workbench.config import config_from_dict
 from workbench.envs import env_for_config
-from workbench.types import Output, Task
+from workbench.envs.tool_parsers import NO_CALL
+from workbench.types import Output, Task, ToolCall
 from workbench.verifiers import AnyVerifier, VerifierCompileError, VerifierError, load_verifier_code
 
 GOOD_AT = 0.5  # a human "good" agrees with a reward >= this, "bad" with one below
@@ -55,21 +56,42 @@ def compile_error(code: str) -> str | None:
     return err
 
 
-def replay(env: Any, task: Task, messages: list[dict[str, Any]]) -> Output:
-    """Feed a stored episode's agent replies back through a fresh episode of `env`."""
+def replay(env: Any, task: Task, messages: list[dict[str, Any]], *, completion: str | None = None,
+           parse_error: str | None = None) -> Output:
+    """Feed a stored episode's agent turns back through a fresh episode of `env` (its tools run again).
+
+    A JSON-harness turn is its stored text, parsed again by the harness's own parser (deterministic). A
+    native-format turn (`tool_format: native`, MCP included) is its stored parsed calls (`tool_calls`), given
+    to the episode as they are (`episode.take`): no chat template, parser or tokenizer is needed, and the
+    verifier sees the calls the old one saw. `completion` (the row's last reply as sampled) and
+    `parse_error` (why it was not a call) restore what a native turn's stored message leaves out."""
     episode = env.start(task)
+    native = bool(getattr(episode, "native", False))
     start = len(episode.messages)
-    for m in messages[start:]:
-        if episode.done:
-            break
-        if m.get("role") != "assistant":
-            continue
-        text = m.get("content", "")
-        prefill = episode.prefill
-        episode.step(text[len(prefill):] if prefill and text.startswith(prefill) else text)
-    if not episode.done:
-        episode.step("")
-    return episode.output()
+    turns = [m for m in messages[start:] if m.get("role") == "assistant"]
+    try:
+        for i, m in enumerate(turns):
+            if episode.done:
+                break
+            text = m.get("content") or ""
+            if native:
+                calls = [ToolCall.from_dict(c) for c in m.get("tool_calls") or []]
+                last = i == len(turns) - 1
+                error = parse_error if last and parse_error is not None else (None if calls else NO_CALL)
+                episode.take(completion if last and completion is not None else text, calls, error, content=text)
+                continue
+            prefill = episode.prefill
+            episode.step(text[len(prefill):] if prefill and text.startswith(prefill) else text)
+        if not episode.done:
+            if native:
+                episode.take("", [], NO_CALL)
+            else:
+                episode.step("")
+        return episode.output()
+    finally:
+        close = getattr(episode, "close", None)  # an MCP episode gives its server processes back (idempotent)
+        if close is not None:
+            close()
 
 
 def applicable_version(db: sqlite_utils.Database, run_id: int, verifier_id: int) -> dict[str, Any]:
@@ -106,16 +128,24 @@ def _dry_run(db: sqlite_utils.Database, run_id: int, code: str, verifier: AnyVer
              note: str) -> DryRunResult:
     run = store.runs.get_run(db, run_id)
     cfg = config_from_dict(run["config"], f"run {run_id} config")
-    env = env_for_config(cfg)
     rows = store.trajectories.last_trajectories(db, run_id, n)
     verdicts = store.labels.verdicts(db, [r["id"] for r in rows])
     tasks: dict[int, Task] = {}
     pairs = []
-    for r in rows:
-        if r["task_id"] not in tasks:
-            tasks[r["task_id"]] = Task.from_dict(store.tasks.get_task(db, r["task_id"])["extra"])
-        task = tasks[r["task_id"]]
-        pairs.append((replay(env, task, r["messages"]), task))
+    # No tokenizer here: a native run's turns are replayed as their stored calls. An MCP env starts its
+    # servers in this (the UI's) process: stopped again when the replay is done.
+    env = env_for_config(cfg)
+    try:
+        for r in rows:
+            if r["task_id"] not in tasks:
+                tasks[r["task_id"]] = Task.from_dict(store.tasks.get_task(db, r["task_id"])["extra"])
+            task = tasks[r["task_id"]]
+            pairs.append((replay(env, task, r["messages"], completion=r.get("completion"),
+                                 parse_error=(r.get("outcome") or {}).get("parse_error")), task))
+    finally:
+        close = getattr(env, "close", None)
+        if close is not None:
+            close()
     results = []
     for r, score in zip(rows, verifier.score_many(pairs, timeout_s=cfg.verifier_timeout_s), strict=True):
         # The trainer adds DAPO's overlong penalty to the verifier's score (its own part): so does the dry

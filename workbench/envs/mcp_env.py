@@ -1,10 +1,14 @@
-"""MCP environment: the agent calls the tools of real MCP servers (stdio), one call per turn, and sees the results.
+"""MCP environment: the agent calls the tools of real MCP servers (stdio) and sees the results.
 
 `env: mcp` with `mcp_servers:` in the config. The tools offered are each server's `list_tools`, narrowed to
 its allowlist (`tools:`); a task's own `tools` list, when given, narrows them further by name. The episode
 protocol and the harness are the multi-turn environment's (multi_turn.py): the same prompt, prefill, parser,
 `finish` tool and tool-result messages (`{"tool": name, "ok": ..., "result" | "error": ...}`), so the
-trajectory view and the verifiers read MCP episodes like built-in ones.
+trajectory view and the verifiers read MCP episodes like built-in ones. With `tool_format: native` they are
+the native environment's (native.py): the servers' specs go to the chat template as OpenAI function specs
+(`episode.tools`), replies are parsed by the template's parser (several calls in one reply all run, in
+order), assistant turns carry `tool_calls` and each result is a `role: "tool"` message with its
+`tool_call_id`. Either way the verifier gets the same parsed `ToolCall`s.
 
 Each episode acquires its own process of every server from a pool (workbench.mcp_client.ServerPool), so the
 G episodes of a group never share state, and releases it when it ends (reset or restarted). After the last
@@ -27,8 +31,11 @@ from typing import Any
 
 from workbench.config import McpServerConfig
 from workbench.envs.harness import Harness
+from workbench.envs.native import UNRESOLVED_PARSER, assistant_message, call_id, task_messages
 from workbench.envs.parse import parse_tool_call
+from workbench.envs.tool_parsers import NO_CALL, parse_reply
 from workbench.mcp_client import ServerFailed, ServerPool, ServerProcess
+from workbench.tasks import openai_tool_spec
 from workbench.types import Output, Task, ToolCall
 
 FINISH = "finish"
@@ -50,9 +57,16 @@ class McpEpisode:
         self.env = env
         self.task = replace(task, tools=env.specs_for(task))
         self.harness = env.harness
-        self.prefill = env.harness.prefill
+        self.native = env.tool_format == "native"
         self.max_turns = env.max_turns
-        self.messages: list[dict[str, Any]] = env.harness.messages(self.task, multi_turn=True)
+        if self.native:  # the template renders the tools and the turns; no prefill
+            self.prefill = ""
+            self.tools: list[dict[str, Any]] | None = [openai_tool_spec(t) for t in self.task.tools or []]
+            self.messages: list[dict[str, Any]] = task_messages(self.task, env.system_prompt)
+        else:
+            self.prefill = env.harness.prefill
+            self.tools = None
+            self.messages = env.harness.messages(self.task, multi_turn=True)
         self.turns = 0
         self.done = False
         self.end_reason: str | None = None  # "finish" | "text" | "max_turns" | "server"
@@ -72,36 +86,68 @@ class McpEpisode:
             self.error = str(e)  # the first step ends the episode with it
 
     def step(self, assistant_text: str) -> dict[str, Any] | None:
-        """Take the generated text (after the prefill); return the observation message, or None when done."""
+        """Take the generated text (after the prefill); return the (last) observation message, or None when done."""
         if self.done:
             raise RuntimeError("episode is done; start a new one")
-        reply = self.prefill + assistant_text
-        self.messages.append({"role": "assistant", "content": reply})
-        self.last_reply = reply
+        if not self.native:
+            reply = self.prefill + assistant_text
+            call, error = parse_tool_call(reply)
+            return self.take(reply, [call] if call is not None else [], error)
+        if self.env.parser is None:
+            raise RuntimeError(UNRESOLVED_PARSER)
+        parsed = parse_reply(assistant_text, self.env.parser)
+        return self.take(assistant_text, parsed.calls, parsed.error, content=parsed.content)
+
+    def take(self, reply: str, calls: list[ToolCall], error: str | None, *, content: str = "") -> dict[str, Any] | None:
+        """One assistant turn already parsed (the whole reply, its calls, why it is not a call): `step` after its
+        parser, and the verifier dry run's replay with a stored turn's calls. The JSON harness runs one call
+        a turn (the first); a native reply runs each of its calls in order."""
+        if self.done:
+            raise RuntimeError("episode is done; start a new one")
         self.turns += 1
-        if self.error is not None:
+        self.last_reply = reply
+        if self.native:
+            calls = [replace(c, id=c.id or call_id(self.turns, i)) for i, c in enumerate(calls)]
+            self.messages.append(assistant_message(content if calls else reply, calls))
+        else:
+            calls = calls[:1]
+            self.messages.append({"role": "assistant", "content": reply})
+        if self.error is not None:  # a server failed to start for this episode: nothing runs
             return self._end("server")
-        call, self.last_error = parse_tool_call(reply)
-        if call is None:
+        self.last_error = error
+        if not calls:
             return self._end("text")
-        self.calls.append(call)
-        if call.name == FINISH:
+        self.calls += calls
+        new: list[dict[str, Any]] = []
+        for call in calls:
+            if call.name == FINISH:
+                continue
+            try:
+                obs = self._run(call)
+            except ServerFailed as e:
+                self.error = str(e)
+                self.messages += new  # the results of the reply's earlier calls, which did run
+                return self._end("server")
+            self.observations.append(obs)
+            if not obs["ok"]:
+                self.tool_errors += 1
+            new.append(self._observation(call, obs))
+        self.messages += new
+        if any(c.name == FINISH for c in calls):
             return self._end("finish")
-        try:
-            obs = self._run(call)
-        except ServerFailed as e:
-            self.error = str(e)
-            return self._end("server")
-        self.observations.append(obs)
-        if not obs["ok"]:
-            self.tool_errors += 1
-        body = json.dumps({"tool": call.name, **obs}, ensure_ascii=False, default=str)
-        user_role = self.harness.observation_role == "user"
-        msg = {"role": self.harness.observation_role, "content": f"Tool result: {body}" if user_role else body}
-        self.messages.append(msg)
         if self.turns >= self.max_turns:
             return self._end("max_turns")
-        return msg
+        return new[-1] if new else None
+
+    def _observation(self, call: ToolCall, obs: dict[str, Any]) -> dict[str, Any]:
+        """A tool result as the format returns it: a `tool` message answering the call's id (native), or the
+        harness's JSON `{"tool": name, ...}` in its observation role."""
+        if self.native:
+            body = json.dumps(obs, ensure_ascii=False, default=str)
+            return {"role": "tool", "name": call.name, "tool_call_id": call.id, "content": body}
+        body = json.dumps({"tool": call.name, **obs}, ensure_ascii=False, default=str)
+        user_role = self.harness.observation_role == "user"
+        return {"role": self.harness.observation_role, "content": f"Tool result: {body}" if user_role else body}
 
     def _run(self, call: ToolCall) -> dict[str, Any]:
         """The observation of one call: {"ok": True, "result": ...} or {"ok": False, "error": ...}."""
@@ -155,15 +201,18 @@ class McpEpisode:
         if not self.done:
             raise RuntimeError("episode not finished")
         acted = [c for c in self.calls if c.name != FINISH]
+        # Native: a plain answer after the calls is the normal ending of a multi-turn episode, not a failure.
+        error = None if self.native and self.calls and self.last_error == NO_CALL else self.last_error
         return Output(
             self.last_reply,
             messages=[dict(m) for m in self.messages],
             tool_calls=list(self.calls),
-            parse_error=self.last_error,
+            parse_error=error,
             unsafe=list(self.unsafe),
             executed=bool(acted) and self.tool_errors == 0 and self.error is None,
             observations=list(self.observations),
             state=self.state,
+            tool_format="native" if self.native else "json",
             error=self.error,
         )
 
@@ -175,12 +224,19 @@ class McpEnv:
     name = "mcp"
 
     def __init__(self, harness: Harness | None, servers: dict[str, McpServerConfig], max_turns: int = 4,
-                 pool_size: int = 4):
+                 pool_size: int = 4, *, tool_format: str = "json", parser: str | None = None,
+                 system_prompt: str | None = None):
         if max_turns < 1:
             raise ValueError("max_turns must be at least 1")
         if not servers:
             raise McpConfigError("mcp_servers", "env mcp needs at least one server")
+        if tool_format not in ("json", "native"):
+            raise ValueError(f"tool_format must be json or native, got {tool_format!r}")
         self.harness = harness or Harness()
+        self.tool_format = tool_format
+        # native: the template's parser (None until `envs.bind_tokenizer` reads it off the loaded model's template)
+        self.parser = parser
+        self.system_prompt = system_prompt  # native: the config's own, else the template's default (no harness text)
         self.max_turns = max_turns
         self.servers = servers
         self.pools: dict[str, ServerPool] = {}

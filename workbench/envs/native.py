@@ -28,6 +28,8 @@ from workbench.tasks import openai_tool_spec
 from workbench.types import Output, Task, ToolCall
 
 FINISH = "finish"
+UNRESOLVED_PARSER = ("tool_parser auto: build the environment with the model's tokenizer "
+                     "(env_for_config(cfg, tokenizer)) so the parser can be read from its template")
 
 
 def task_messages(task: Task, system_prompt: str | None) -> list[dict[str, Any]]:
@@ -59,7 +61,10 @@ class NativeEpisode:
     `prefill` is always "" (the template opens the assistant turn; forcing text would be the JSON harness).
     """
 
-    def __init__(self, task: Task, parser: str, *, system_prompt: str | None, multi_turn: bool, max_turns: int):
+    native = True  # its turns are parsed calls (`take`): what the verifier dry run replays
+
+    def __init__(self, task: Task, parser: str | None, *, system_prompt: str | None, multi_turn: bool,
+                 max_turns: int):
         default = MULTI_TURN_TOOLS if multi_turn else BUILTIN_TOOLS
         if task.tools is None:
             task = replace(task, tools=default)
@@ -84,11 +89,20 @@ class NativeEpisode:
         Every result of a parallel reply is appended to `messages`; `observation_messages()` lists them."""
         if self.done:
             raise RuntimeError("episode is done; start a new one")
+        if self.parser is None:
+            raise RuntimeError(UNRESOLVED_PARSER)
         parsed = parse_reply(assistant_text, self.parser)
+        return self.take(assistant_text, parsed.calls, parsed.error, content=parsed.content)
+
+    def take(self, reply: str, calls: list[ToolCall], error: str | None, *, content: str = "") -> dict[str, Any] | None:
+        """One assistant turn already parsed: `step` after its parser, and the verifier dry run's replay with a
+        stored turn's `tool_calls` (no parser, no tokenizer: the calls the verifier saw, in the one shape)."""
+        if self.done:
+            raise RuntimeError("episode is done; start a new one")
         self.turns += 1
-        self.last_reply, self.last_error = assistant_text, parsed.error
-        calls = [replace(c, id=c.id or call_id(self.turns, i)) for i, c in enumerate(parsed.calls)]
-        self.messages.append(assistant_message(parsed.content if calls else assistant_text, calls))
+        self.last_reply, self.last_error = reply, error
+        calls = [replace(c, id=c.id or call_id(self.turns, i)) for i, c in enumerate(calls)]
+        self.messages.append(assistant_message(content if calls else reply, calls))
         self._new: list[dict[str, Any]] = []
         if not calls:
             return self._end("text")
@@ -150,18 +164,22 @@ class NativeEnv:
         self.name = "native_multi_turn" if multi_turn else "native_single_turn"
 
     def start(self, task: Task) -> NativeEpisode:
-        if self.parser is None:
-            raise RuntimeError("tool_parser auto: build the environment with the model's tokenizer "
-                               "(env_for_config(cfg, tokenizer)) so the parser can be read from its template")
+        """An episode; with the parser still unresolved (auto, no tokenizer) it can only `take` parsed turns
+        (a replay), and `step` says why not."""
         return NativeEpisode(task, self.parser, system_prompt=self.system_prompt, multi_turn=self.multi_turn,
                              max_turns=self.max_turns)
 
 
+def config_parser(cfg: Any, tokenizer: Any) -> str | None:
+    """The parser a native run uses: `cfg.tool_parser`, or (auto) the one its template names; None while auto
+    and no tokenizer is at hand (resolved when the model is loaded: `bind_tokenizer`)."""
+    if tokenizer is None and cfg.tool_parser == "auto":
+        return None
+    return resolve_parser(cfg.tool_parser, getattr(tokenizer, "chat_template", None) if tokenizer else None)
+
+
 def native_env(cfg: Any, tokenizer: Any, harness: Any = None) -> NativeEnv:
     """The native environment a run config asks for; the parser comes from `cfg.tool_parser` or the template."""
-    if tokenizer is None and cfg.tool_parser == "auto":  # resolved when the model is loaded (see `start`)
-        parser = None
-    else:
-        parser = resolve_parser(cfg.tool_parser, getattr(tokenizer, "chat_template", None) if tokenizer else None)
+    parser = config_parser(cfg, tokenizer)
     return NativeEnv(parser, multi_turn=cfg.env == "multi_turn", max_turns=cfg.max_turns,
                      system_prompt=cfg.harness.system_prompt, harness=harness)
