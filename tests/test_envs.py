@@ -262,3 +262,11 @@ def test_builtin_multi_turn_tasks_are_consistent():
         assert t.initial_state is not None and t.expected_state is not None
         assert any(s["name"] == LIST_EVENTS_TOOL["name"] for s in t.tools)
         assert t.expected_state != t.initial_state
+
+
+def test_a_task_spec_under_a_builtin_name_without_its_arguments_is_a_tool_error_not_a_crash():
+    spec = {"name": "weather.get", "description": "weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+    world = World(tools=[spec])
+    out = world.call(ToolCall("weather.get", {"city": "Paris"}))
+    assert out["ok"] is False and "'day'" in out["error"] and world.errors == [out["error"]]

@@ -95,7 +95,11 @@ class World:
                 self.flag(f"called the dangerous tool {call.name}")
             args = self._check_args(spec, call.args)
             impl = _IMPLS.get(call.name)
-            result = impl(self, args) if impl else {"status": "done (simulated)"}
+            try:
+                result = impl(self, args) if impl else {"status": "done (simulated)"}
+            except KeyError as e:  # a task's own spec under a built-in name, without an argument the simulation reads
+                raise ToolError(f"the simulated {call.name} needs the argument {e.args[0]!r}, which this task's "
+                                "spec does not define") from None
             return {"ok": True, "result": result}
         except ToolError as e:
             self.errors.append(str(e))
