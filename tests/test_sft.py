@@ -91,3 +91,23 @@ def test_on_step_can_stop_early(tiny_policy: Policy) -> None:
         tiny_policy, [(MESSAGES, ANSWER)], steps=10, lr=1e-3, on_step=lambda s, _: seen.append(s) or s < 2
     )
     assert seen == [0, 1, 2] and len(losses) == 3
+
+
+def test_cosine_schedule_decays_the_rate_from_lr_towards_zero(tiny_policy: Policy, monkeypatch) -> None:
+    import workbench.sft as sft
+
+    rates: list[float] = []
+    real_step = sft.sft_step
+
+    def spy(policy, optimizer, *args, **kwargs):
+        rates.append(optimizer.param_groups[0]["lr"])
+        return real_step(policy, optimizer, *args, **kwargs)
+
+    monkeypatch.setattr(sft, "sft_step", spy)
+    run_sft(tiny_policy, [(MESSAGES, ANSWER)], steps=4, lr=1e-3, batch_size=1, schedule="cosine")
+    assert rates == pytest.approx([1e-3, 0.5e-3 * (1 + 0.5 ** 0.5), 0.5e-3, 0.5e-3 * (1 - 0.5 ** 0.5)])
+    rates.clear()
+    run_sft(tiny_policy, [(MESSAGES, ANSWER)], steps=3, lr=1e-3, batch_size=1)
+    assert rates == [1e-3] * 3
+    with pytest.raises(ValueError, match="linear"):
+        run_sft(tiny_policy, [(MESSAGES, ANSWER)], steps=1, schedule="linear")

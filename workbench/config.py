@@ -47,6 +47,7 @@ VllmSync = Literal["weights", "lora"]
 DType = Literal["auto", "float32", "bfloat16"]
 MultiTurnWeighting = Literal["episode", "turn"]
 ToolFormat = Literal["json", "native"]
+SftSchedule = Literal["constant", "cosine"]
 ToolParser = Literal["auto", "hermes", "llama3_json", "mistral", "nemotron"]
 LogTo = Literal["none", "tensorboard"]
 
@@ -175,6 +176,7 @@ class Config:
     sft_steps: int = 0
     sft_learning_rate: float = 2e-4
     sft_batch_size: int = 8
+    sft_lr_schedule: SftSchedule = "constant"  # or "cosine": from sft_learning_rate towards 0 over the SFT steps
     # --- eval, checkpoints, runtime ---
     eval_max_tasks: int | None = None  # None: the whole held-out set
     eval_samples: int = 0  # sampled eval: completions per task at `temperature` (0: greedy only)

@@ -241,7 +241,7 @@ class Trainer:
             with self._inside("sft"):  # safe points per layer, forward and backward: a pause waits < 1 s
                 losses = run_sft(self.policy, examples, self.cfg.sft_steps, lr=self.cfg.sft_learning_rate,
                                  batch_size=self.cfg.sft_batch_size, seed=self.cfg.seed, prefill=self.harness.prefill,
-                                 on_step=on_step, sync=self.grad_sync,
+                                 on_step=on_step, sync=self.grad_sync, schedule=self.cfg.sft_lr_schedule,
                                  rows_fn=native_sft_rows if self.cfg.tool_format == "native" else None)
         except Interrupted:  # stopped inside a step: that step never reached its optimizer step
             losses = []

@@ -20,7 +20,12 @@ from workbench.types import Task
 DATASET = "calendar"
 NAMES = {
     "train": ["Alex", "Sam", "Jordan", "Taylor", "Morgan", "Casey", "Riley", "Jamie", "Chris", "Dana",
-              "Lee", "Kim", "Max", "Nina", "Omar", "Priya", "Wei", "Zoe", "Liam", "Emma"],
+              "Lee", "Kim", "Max", "Nina", "Omar", "Priya", "Wei", "Zoe", "Liam", "Emma",
+              # names of many origins and lengths: the skill is copying a name, not knowing twenty of them
+              "Adaeze", "Bartholomew", "Camille", "Dariusz", "Elif", "Florian", "Gulnara", "Hamish", "Isabela",
+              "Joaquin", "Kalani", "Ludmila", "Mohammed", "Njeri", "Oskar", "Paloma", "Quentin", "Rosalind",
+              "Siddharth", "Thandiwe", "Ulrich", "Valentina", "Wojciech", "Ximena", "Yusuf", "Zainab", "Ana",
+              "Bo", "Cyrus", "Delphine", "Emeka", "Freya", "Guillermo", "Hana", "Ignatius", "Juniper"],
     "held_out": ["Beatrice", "Hiroshi", "Fatima", "Mateo", "Ingrid", "Kofi", "Anouk", "Dmitri", "Yara",
                  "Tomasz", "Leilani", "Ravi"],
     "test": ["Aurelio", "Sunniva", "Chidi", "Margarethe", "Tariq", "Xiomara", "Bjorn", "Esperanza", "Kenji",
@@ -28,20 +33,25 @@ NAMES = {
 }
 CITIES = {
     "train": ["Paris", "London", "Tokyo", "Berlin", "Madrid", "Rome", "Boston", "Chicago", "Sydney",
-              "Toronto", "Seoul", "Dublin"],
+              "Toronto", "Seoul", "Dublin", "Cairo", "Mumbai", "Vancouver", "Prague", "Buenos Aires", "Manila",
+              "Helsinki", "Cape Town", "San Diego", "Istanbul", "Auckland", "Marseille"],
     "held_out": ["Lisbon", "Nairobi", "Oslo", "Lima", "Hanoi", "Denver"],
     "test": ["Reykjavik", "Montevideo", "Accra", "Krakow", "Wellington", "Kyoto"],
 }
 SUBJECTS = {
     "train": ["Budget review", "Project update", "Lunch plans", "Quarterly report", "Team offsite",
-              "Invoice 42", "Weekly sync notes", "Travel plans", "Hiring update", "Design feedback"],
+              "Invoice 42", "Weekly sync notes", "Travel plans", "Hiring update", "Design feedback",
+              "Q3 roadmap", "Vendor quotes", "Re: your question", "Birthday party", "Launch checklist",
+              "Expense report", "Interview schedule", "Lease renewal", "API outage postmortem", "Welcome aboard"],
     "held_out": ["Contract renewal", "Board meeting agenda", "Server migration", "Holiday schedule",
                  "Conference tickets"],
     "test": ["Parking permits", "Offsite catering", "Security audit", "Printer lease", "Onboarding checklist"],
 }
 REMINDERS = {
     "train": ["call the dentist", "water the plants", "pay rent", "buy milk", "submit the report",
-              "book flights", "renew my passport", "pick up the laundry", "take out the trash", "send the invoice"],
+              "book flights", "renew my passport", "pick up the laundry", "take out the trash", "send the invoice",
+              "stretch", "file the taxes", "walk the dog", "call mom", "check the oven", "update the budget sheet",
+              "buy a birthday gift for Sam", "move the car", "email the landlord", "start the backup"],
     "held_out": ["feed the cat", "back up my laptop", "return the library books", "cancel the gym trial",
                  "order printer ink"],
     "test": ["renew the car insurance", "call grandma", "defrost the freezer", "charge the camera batteries",
@@ -57,7 +67,17 @@ TEMPLATES: dict[str, dict[str, list[str]]] = {
                   "Book time with {name} {when} at {time}.",
                   "Put a meeting with {name} on my calendar {when} at {time}.",
                   "Set up a call with {name} {when}, {time}.",
-                  "Can you add an event with {name} at {time} {when}?"],
+                  "Can you add an event with {name} at {time} {when}?",
+                  "Add {name} to my calendar {when} at {time}.",
+                  "Please schedule time with {name} {when} at {time}.",
+                  "Can we get a meeting with {name} on the calendar {when} at {time}?",
+                  "Meeting with {name}, {when} at {time}. Please book it.",
+                  "Set a meeting for me and {name} {when} at {time}.",
+                  "Hey, book me in with {name} {when} at {time}.",
+                  "Could you schedule a catch-up with {name} {when} at {time}?",
+                  "Put {name} in my diary {when} at {time}.",
+                  "Create a calendar event with {name} {when} at {time}.",
+                  "{name} and I need to talk {when} at {time}; add a meeting."],
         "held_out": ["I need to meet {name} {when} at {time}, please add it.",
                      "Arrange a meeting with {name} for {time} {when}.",
                      "Pencil in {name} {when} at {time}."],
@@ -71,7 +91,14 @@ TEMPLATES: dict[str, dict[str, list[str]]] = {
                   "Call off my appointment with {name} {when}.",
                   "I can't make the meeting with {name} {when}, cancel it.",
                   "Remove my meeting with {name} {when}.",
-                  "Take the {day} meeting with {name} off my schedule."],
+                  "Take the {day} meeting with {name} off my schedule.",
+                  "Please delete my {day} meeting with {name}.",
+                  "Unschedule the meeting with {name} {when}.",
+                  "Get rid of the meeting with {name} {when}.",
+                  "Something came up: cancel {name}'s meeting {when}.",
+                  "Please take {name} off my calendar {when}.",
+                  "Can you cancel the appointment with {name} {when}?",
+                  "I won't be meeting {name} {when} after all; please cancel."],
         "held_out": ["Drop the meeting with {name} {when} from my calendar.",
                      "Scrap my {day} appointment with {name}."],
         "test": ["The {day} meeting with {name} is off, please remove it.",
@@ -82,7 +109,13 @@ TEMPLATES: dict[str, dict[str, list[str]]] = {
                   "Send an email to {name}, subject: {subject}.",
                   "Write an email to {name} titled '{subject}'.",
                   'Send {name} a quick email, subject "{subject}".',
-                  'Message {name}; the subject is "{subject}".'],
+                  'Message {name}; the subject is "{subject}".',
+                  'Please email {name} about "{subject}".',
+                  "Can you email {name}? Subject: {subject}.",
+                  'Email to {name}: subject "{subject}".',
+                  'I need to send {name} an email titled "{subject}".',
+                  "Start an email to {name} with the subject '{subject}' and send it.",
+                  'Get an email over to {name}, subject "{subject}".'],
         "held_out": ['Drop {name} a note with the subject line "{subject}".',
                      'Fire off an email to {name} called "{subject}".'],
         "test": ['Shoot {name} an email, subject line "{subject}".',
@@ -93,7 +126,12 @@ TEMPLATES: dict[str, dict[str, list[str]]] = {
                   "Set a reminder {when} at {time} to {text}.",
                   "Don't let me forget to {text} {when} at {time}.",
                   "Create a reminder to {text}, {when} at {time}.",
-                  "Make sure I {text} {when} at {time}."],
+                  "Make sure I {text} {when} at {time}.",
+                  "Remind me {when} at {time} to {text}.",
+                  "Set up a reminder: {text}, {when} at {time}.",
+                  "I need a reminder to {text} at {time} {when}.",
+                  "Please remind me at {time} {when} that I have to {text}.",
+                  "Can you remind me to {text} {when} at {time}?"],
         "held_out": ["Ping me {when} at {time} so I remember to {text}.",
                      "I have to {text} {when} at {time}; remind me."],
         "test": ["At {time} {when}, nudge me to {text}.",
@@ -103,26 +141,42 @@ TEMPLATES: dict[str, dict[str, list[str]]] = {
         "train": ["What's the weather in {city} {when}?",
                   "Will it rain in {city} {when}?",
                   "Check the forecast for {city} {when}.",
-                  "How warm will it be in {city} {when}?"],
+                  "How warm will it be in {city} {when}?",
+                  "Weather for {city} {when}, please.",
+                  "What's the forecast in {city} {when}?",
+                  "Tell me the weather in {city} {when}.",
+                  "How's the weather looking in {city} {when}?",
+                  "Any rain expected in {city} {when}?",
+                  "Look up the weather for {city} on {day}."],
         "held_out": ["Should I pack an umbrella for {city} {when}?",
                      "Give me the {city} forecast for {day}."],
         "test": ["Is it going to be sunny in {city} {when}?",
                  "What temperatures should I expect in {city} {when}?"],
     },
 }
-SIZES = {"train": 200, "held_out": 60, "test": 80}
+SIZES = {"train": 1000, "held_out": 60, "test": 80}
 SPLITS = tuple(SIZES)
 # Minutes of the clock times each split asks for; test's never occur in train or validation.
-MINUTES = {"train": [0, 0, 0, 30, 30, 15, 45], "held_out": [0, 0, 0, 30, 30, 15, 45], "test": [10, 20, 40, 50]}
+MINUTES = {"train": [0, 0, 5, 15, 25, 30, 30, 35, 45, 55], "held_out": [0, 0, 0, 30, 30, 15, 45],
+           "test": [10, 20, 40, 50]}
 SEED = 20240611
 _HOUR_WORDS = ["twelve", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven"]
 
 
-def time_phrase(rng: random.Random, h: int, m: int) -> str:
-    """A human way to say h:m; the expected arg is always f"{h:02d}:{m:02d}" (the format the tools take)."""
+def time_phrase(rng: random.Random, h: int, m: int, *, rich: bool = False) -> str:
+    """A human way to say h:m; the expected arg is always f"{h:02d}:{m:02d}" (the format the tools take).
+    `rich` (train only, so validation and test stay as they were) adds more ways: "2 p.m.", "2:05 in the
+    afternoon", "quarter to three", "five past two"."""
     h12, ampm = h % 12 or 12, ("AM" if h < 12 else "PM")
     clock = f"{h12}:{m:02d}" if m else f"{h12}"
     options = [f"{h:02d}:{m:02d}", f"{clock} {ampm}", f"{clock}{ampm.lower()}"]
+    if rich:
+        part = "in the morning" if h < 12 else ("in the afternoon" if h < 18 else "in the evening")
+        options += [f"{clock} {ampm[0].lower()}.m.", f"{clock} {part}", f"{clock} {ampm}"]
+        if m == 45:
+            options.append(f"quarter to {_HOUR_WORDS[(h12 + 1) % 12]} {part}")
+        elif m in (5, 25):
+            options.append(f"{'five' if m == 5 else 'twenty-five'} past {_HOUR_WORDS[h12 % 12]} {part}")
     part = "in the morning" if h < 12 else ("in the afternoon" if h < 18 else "in the evening")
     if (h, m) == (12, 0):
         options.append("noon")
@@ -156,7 +210,7 @@ def _one_task(rng: random.Random, tool: str, split: str) -> tuple[str, dict[str,
     when, preamble = day_phrase(rng, day)
     if "{day}" in template:
         preamble = ""
-    slots = {"when": when, "day": day, "time": time_phrase(rng, h, m)}
+    slots = {"when": when, "day": day, "time": time_phrase(rng, h, m, rich=split == "train")}
     hhmm = f"{h:02d}:{m:02d}"
     initial: dict[str, Any] | None = None
     if tool == "calendar.create_event":
@@ -184,7 +238,7 @@ def _one_task(rng: random.Random, tool: str, split: str) -> tuple[str, dict[str,
 
 
 def builtin_tasks(split: str | None = None) -> list[Task]:
-    """The built-in calendar tasks (200 train, 60 validation, 80 test); identical on every call and machine.
+    """The built-in calendar tasks (1000 train, 60 validation, 80 test); identical on every call and machine.
     `split`: "train", "held_out" (alias "validation"), "test", or None for train + validation (test is
     only ever asked for by name, so nothing trains or tunes on it by accident)."""
     split = "held_out" if split == "validation" else split
