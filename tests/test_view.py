@@ -289,3 +289,21 @@ def test_the_view_layer_and_pure_engine_modules_import_without_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+
+
+def test_skill_rows_add_the_no_call_and_parallel_rates_only_when_a_split_has_them():
+    from workbench.view import Checkpoint, Eval, eval_rows, skill_rows
+
+    skills = {"tool:weather.get": {"n": 4, "success": 0.5}}
+    base = Eval(1, 1, 0, "greedy", True, {"success_rate": 0.1, "by_skill": skills, "no_call_accuracy": 0.25,
+                                          "no_call_n": 4, "parallel_success": None, "parallel_n": 0})
+    later = Eval(2, 1, 5, "greedy", False, {"success_rate": 0.6, "by_skill": skills, "no_call_accuracy": 0.75,
+                                            "no_call_n": 4, "parallel_success": None, "parallel_n": 0},
+                 checkpoint_id=7)
+    ck = Checkpoint(7, 1, 5, "periodic", "/x")
+    header, lines = skill_rows(eval_rows([base, later], [ck]))
+    assert header == ["skill", "n", "base", "periodic @ step 5"]
+    assert lines[-1] == ["no call", "4", "0.25", "0.75"]
+    assert not any(line[0] == "parallel calls" for line in lines)  # the split has no parallel tasks
+    plain = [dataclasses.replace(e, metrics={"success_rate": 0.1, "by_skill": skills}) for e in (base, later)]
+    assert [line[0] for line in skill_rows(eval_rows(plain, [ck]))[1]] == ["weather.get"]

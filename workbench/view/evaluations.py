@@ -169,6 +169,12 @@ def skill_rows(rows: list[EvalRow]) -> tuple[list[str], list[list[str]]]:
         n = next((r.eval.by_skill[s]["n"] for r in cols if s in r.eval.by_skill), 0)
         cells = [f"{r.eval.by_skill[s]['success']:.2f}" if s in r.eval.by_skill else "-" for r in cols]
         lines.append([skill_label(s), str(int(n)), *cells])
+    # The call families with their own rates (no call is right; several calls in one turn), when a split has them.
+    for label, rate, count in (("no call", "no_call_accuracy", "no_call_n"), ("parallel calls", "parallel_success", "parallel_n")):
+        if any(r.eval.metric(rate) is not None for r in cols):
+            n = next((r.eval.metric(count) for r in cols if r.eval.metric(count) is not None), 0)
+            cells = [f"{v:.2f}" if (v := r.eval.metric(rate)) is not None else "-" for r in cols]
+            lines.append([label, str(int(n or 0)), *cells])
     return header, lines
 
 
