@@ -1,7 +1,7 @@
 """The demo recipe with several seeds: each seed is a full `workbench train` (baseline -> SFT -> GRPO -> evals),
 then the test split's numbers are read back from the store, and the built-in multi-turn family (14 tasks judged
 on the final state, none of them trained on by the demo) is evaluated with the base model, the SFT-only
-checkpoint and the promoted (or, when none was, the last) checkpoint.
+checkpoint and the last (GRPO) checkpoint.
 
     python bench/recipe_seeds.py [--config workbench/data/demo.yaml] [--seeds 0 1 2] [--out docs/recipe_seeds.json]
 
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-SKILLS_12H = "12-hour times"
+SKILLS_12H = "time_12h"  # by_skill key of "12-hour times"
 
 
 def seeded_config(text: str, seed: int, db_dir: Path) -> Path:
@@ -51,8 +51,20 @@ def _skill(row: dict[str, Any], name: str) -> float | None:
     return skill["success"] if skill else None
 
 
+def _stored_wall(db: str) -> float:
+    """Seconds from the run's creation to its last event (the train command's wall time, less start-up)."""
+    from workbench.view import View
+
+    with View.open(db) as view:
+        run, events = view.run(1), view.last_events(1, 1)
+    return (events[-1].created - run.created) if events else 0.0
+
+
+_BASE_MULTI_TURN: dict[str, float] = {}  # greedy: the base model's result is the same for every seed
+
+
 def multi_turn(db: str, run_id: int, model: str) -> dict[str, float]:
-    """Success on all 14 built-in multi-turn tasks for base, SFT-only and the deployed checkpoint."""
+    """Success on all 14 built-in multi-turn tasks for base, SFT-only and the last (GRPO) checkpoint."""
     from workbench.config import Config
     from workbench.domains.calendar import builtin_multi_turn_tasks
     from workbench.envs import env_for_config
@@ -64,17 +76,22 @@ def multi_turn(db: str, run_id: int, model: str) -> dict[str, float]:
     with View.open(db) as view:
         cks = view.checkpoints(run_id)
     sft = next((c for c in cks if c.kind == "sft"), None)
-    deployed = next((c for c in cks if c.promoted), None) or (cks[-1] if cks else None)
+    last = cks[-1] if cks and cks[-1] is not sft else None  # the GRPO stage's end
     cfg = Config(model=model, adapter="lora", env="multi_turn")
     tasks = builtin_multi_turn_tasks()
     out: dict[str, float] = {}
-    for label, ck in (("base", None), ("sft", sft), ("deployed", deployed)):
+    for label, ck in (("base", None), ("sft", sft), ("last", last)):
         if label != "base" and ck is None:
+            continue
+        if label == "base" and model in _BASE_MULTI_TURN:
+            out[label] = _BASE_MULTI_TURN[model]
             continue
         policy = load_policy(cfg.model, adapter="lora", adapter_path=str(Path(ck.path) / "adapter") if ck else None)
         res = evaluate(local_engine(policy), policy.tokenizer, env_for_config(cfg), tasks, max_new_tokens=64,
                        samples=0, stop_token_ids=policy.eos_token_ids)
         out[label] = res.metrics["success_rate"]
+        if label == "base":
+            _BASE_MULTI_TURN[model] = out[label]
     return out
 
 
@@ -84,20 +101,27 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--out", default="docs/recipe_seeds.json")
     ap.add_argument("--work", default=None, help="folder for the stores (default: a temporary one)")
+    ap.add_argument("--summarize-only", action="store_true", help="read the runs already in --work, train nothing")
     args = ap.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="recipe_seeds_"))
     work.mkdir(parents=True, exist_ok=True)
     text = Path(args.config).read_text()
     model = re.search(r"^model:\s*(\S+)", text, flags=re.M)
     results = []
+    # With --summarize-only, the wall times the training runs measured (in --out) are kept.
+    before = json.loads(Path(args.out).read_text())["seeds"] if Path(args.out).is_file() else []
+    measured = {e["seed"]: (e["rc"], e["wall_s"]) for e in before if e.get("rc") is not None}
     for seed in args.seeds:
         cfg_path, db = seeded_config(text, seed, work), str(work / f"seed{seed}.db")
-        t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "workbench.cli", "train", str(cfg_path), "--db", db])
-        wall = time.perf_counter() - t0
+        if args.summarize_only:  # the runs exist: read them again (e.g. after fixing this script's reading)
+            rc, wall = measured.get(seed, (None, _stored_wall(db)))
+        else:
+            t0 = time.perf_counter()
+            rc = subprocess.run([sys.executable, "-m", "workbench.cli", "train", str(cfg_path), "--db", db]).returncode
+            wall = time.perf_counter() - t0
         rows = json.loads(subprocess.run([sys.executable, "-m", "workbench.cli", "report", "--db", db, "--run", "1",
                                           "--json"], capture_output=True, text=True, check=True).stdout)
-        entry: dict[str, Any] = {"seed": seed, "rc": proc.returncode, "wall_s": round(wall, 1), "db": db}
+        entry: dict[str, Any] = {"seed": seed, "rc": rc, "wall_s": round(wall, 1), "db": db}
         for split in ("validation", "test"):
             entry[split] = {k: {"label": r["label"], "success": r["success_rate"],
                                 "ci": [r.get("success_ci_low"), r.get("success_ci_high")],
@@ -116,19 +140,24 @@ def main() -> int:
 
 
 def print_table(results: list[dict[str, Any]]) -> None:
-    print("| seed | wall | test: base | SFT-only | deployed (step) | 12-hour | unsafe | deployed − SFT (paired) | multi-turn base / SFT / deployed |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    """Markdown: test-split success per seed (base, SFT-only, GRPO's last checkpoint, the promoted one)."""
+    def cell(d: dict[str, Any] | None) -> str:
+        return f"{d['delta']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]" if d else "-"
+
+    print("| seed | wall | base | SFT-only | GRPO (last) | GRPO − SFT, paired | promoted: success / 12-hour / unsafe |"
+          " multi-turn base / SFT / GRPO |")
+    print("|---|---|---|---|---|---|---|---|")
     for e in results:
-        t = e["test"]
-        dep = t.get("promoted") or t.get("last") or {}
-        vs = dep.get("vs_sft") or {}
-        mt = e["multi_turn"]
-        cell = f"{vs['delta']:+.2f} [{vs['ci_low']:+.2f}, {vs['ci_high']:+.2f}]" if vs else "-"
-        print(f"| {e['seed']} | {e['wall_s'] / 60:.1f} min | {t['base']['success']:.2f} | {t['sft']['success']:.2f} | "
-              f"{dep.get('success', float('nan')):.2f} ({dep.get('label')}) | {dep.get('12h')} | {dep.get('unsafe')} | "
-              f"{cell} | {mt.get('base', '-')} / {mt.get('sft', '-')} / {mt.get('deployed', '-')} |")
-    deployed = [(e["test"].get("promoted") or e["test"].get("last"))["success"] for e in results]
-    print(f"deployed test success: mean {sum(deployed) / len(deployed):.3f}, range [{min(deployed):.3f}, {max(deployed):.3f}]")
+        t, mt = e["test"], e["multi_turn"]
+        dep = t.get("promoted") or {}
+        print(f"| {e['seed']} | {e['wall_s'] / 60:.1f} min | {t['base']['success']:.3f} | {t['sft']['success']:.3f} | "
+              f"{t['last']['success']:.3f} | {cell(t['last'].get('vs_sft'))} | {dep.get('label', 'none')}: "
+              f"{dep.get('success', float('nan')):.3f} / {dep.get('12h')} / {dep.get('unsafe')} | "
+              f"{mt.get('base', '-')} / {mt.get('sft', '-')} / {mt.get('last', '-')} |")
+    for key in ("sft", "last", "promoted"):
+        xs = [e["test"][key]["success"] for e in results if key in e["test"]]
+        if xs:
+            print(f"test success, {key}: mean {sum(xs) / len(xs):.3f}, range [{min(xs):.3f}, {max(xs):.3f}]")
 
 
 if __name__ == "__main__":

@@ -113,6 +113,15 @@ def test_load_adapter_rejects_a_different_rank(tiny_model: Path, tiny_policy: Po
         load_policy(tiny_model, lora_r=8).load_adapter(tmp_path / "adapter")
 
 
+def test_loading_a_saved_adapter_takes_its_shape_from_the_adapter(tiny_model: Path, tmp_path: Path) -> None:
+    wide = load_policy(tiny_model, lora_r=8, lora_alpha=16, target_modules="all-linear", seed=3)
+    perturb_lora(wide, seed=2)
+    wide.save_adapter(tmp_path / "adapter")
+    # what `workbench eval --adapter` does: the default shape (r=4 here, attention only) asked for
+    again = load_policy(tiny_model, lora_r=4, lora_alpha=8, adapter_path=tmp_path / "adapter")
+    assert torch.equal(logits(again.model), logits(wide.model))
+
+
 def test_reference_disables_the_adapter(tiny_model: Path, tiny_policy: Policy) -> None:
     from transformers import AutoModelForCausalLM
 

@@ -294,6 +294,18 @@ class Policy:
             self._version_at_load = _version_sum(self.model)
 
 
+def _saved_lora_shape(adapter_path: str | os.PathLike[str], r: int, alpha: int,
+                      targets: Sequence[str] | str) -> tuple[int, int, Sequence[str] | str]:
+    """(r, alpha, target modules) of the adapter saved at `adapter_path`; the given ones where it says nothing."""
+    config = Path(adapter_path) / "adapter_config.json"
+    if not config.is_file():
+        return r, alpha, targets
+    saved = json.loads(config.read_text())
+    modules = saved.get("target_modules")
+    return (int(saved.get("r", r)), int(saved.get("lora_alpha", alpha)),
+            sorted(modules) if isinstance(modules, list) and modules else targets)
+
+
 def load_policy(
     name: str | os.PathLike[str] = DEFAULT_MODEL,
     *,
@@ -330,6 +342,10 @@ def load_policy(
     tokenizer.padding_side = "left"
     if model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id
+    if adapter == "lora" and adapter_path is not None:
+        # A saved adapter defines its own shape: `workbench eval --adapter` on an all-linear or r=32 run's
+        # checkpoint must not need those settings repeated (peft refuses a mismatch when loading).
+        lora_r, lora_alpha, target_modules = _saved_lora_shape(adapter_path, lora_r, lora_alpha, target_modules)
     if adapter == "lora":
         from peft import LoraConfig, get_peft_model
 
