@@ -8,8 +8,14 @@
 #   scripts/gpu_check.sh            on the GPU machine (about 3-6 minutes expected; not yet measured)
 #   scripts/gpu_check.sh --smoke    the same code on a tiny model on the CPU, 2 steps (tests/test_gpu_check.py)
 #
+# Where trl and datasets import, each shape also runs the same 5 steps through TRL's GRPOTrainer (same model,
+# batch, LoRA, verifier). A bare machine lacks them: carry their wheels and the ones the image lacks
+# (`pip download trl==1.16.0 datasets -d wheels`, then drop what the image has; pyarrow is the big one: its
+# cp311 wheel is 55 MB of the 64 MiB, trl 0.9 MB, datasets 0.6 MB) and run
+# `pip install --no-index --find-links wheels trl datasets` first. The JSON is written after every model, so a
+# run cut off by the time limit keeps what it measured.
 # If a vLLM venv exists (.venv-vllm, `make test-vllm` builds one when online) the HF-vs-vLLM rollout
-# comparison runs after it. TRL's GRPOTrainer on the same shapes is not part of this script yet.
+# comparison runs after it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu_check}
