@@ -253,13 +253,14 @@ def main(argv: list[str] | None = None) -> int:
             write()
             if device.type == "cuda":
                 torch.cuda.empty_cache()
+    def mem(r: dict) -> str:
+        return f", peak CUDA {r['peak_cuda_mem_gib']:.2f} GiB" if r["peak_cuda_mem_gib"] is not None else ""
+
     for r in results:
-        mem = f", peak CUDA {r['peak_cuda_mem_gib']:.2f} GiB" if r["peak_cuda_mem_gib"] is not None else ""
         print(f"{r['model']}: {r['params'] / 1e6:.0f}M params on {r['device']} ({r['dtype']}): "
-              f"{r['mean_step_s']:.2f} s/step, {r['mean_rollout_tokens_per_s']:.0f} rollout tok/s{mem}")
+              f"{r['mean_step_s']:.2f} s/step, {r['mean_rollout_tokens_per_s']:.0f} rollout tok/s{mem(r)}")
     for r in trl_results:
-        mem = f", peak CUDA {r['peak_cuda_mem_gib']:.2f} GiB" if r["peak_cuda_mem_gib"] is not None else ""
-        print(f"{r['model']} with TRL's GRPOTrainer: {r['mean_step_s']:.2f} s/step{mem}")
+        print(f"{r['model']} with TRL's GRPOTrainer: {r['mean_step_s']:.2f} s/step{mem(r)}")
     return 0
 
 

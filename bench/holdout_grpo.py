@@ -1,7 +1,7 @@
 """Recipe experiment (validation only, no test split): SFT on 2/3 of the train phrasing templates, GRPO only
 on requests from the other 1/3, which SFT never saw, so GRPO's groups have reward variance to learn from.
-CONFIG must say `test_tasks: none`: a recipe experiment is decided on validation. docs/results.md ("holdout") used workbench/data/demo.yaml with
-`max_steps: 16`, `test_tasks: none` and EVERY 3.
+CONFIG must say `test_tasks: none`: a recipe experiment is decided on validation. docs/results.md ("holdout")
+used workbench/data/demo.yaml with `max_steps: 16`, `test_tasks: none` and EVERY 3.
 
     python bench/holdout_grpo.py CONFIG DB [EVERY]    # templates with index % EVERY == 0 are GRPO's
 """

@@ -342,14 +342,15 @@ def load_policy(
     tokenizer.padding_side = "left"
     if model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id
-    if adapter == "lora" and adapter_path is not None:
-        # A saved adapter defines its own shape: `workbench eval --adapter` on an all-linear or r=32 run's
-        # checkpoint must not need those settings repeated (peft refuses a mismatch when loading).
-        lora_r, lora_alpha, target_modules = _saved_lora_shape(adapter_path, lora_r, lora_alpha, target_modules)
     if adapter == "lora":
         from peft import LoraConfig, get_peft_model
 
         from workbench.lora_targets import resolve_target_modules
+
+        if adapter_path is not None:
+            # A saved adapter defines its own shape: `workbench eval --adapter` on an all-linear or r=32 run's
+            # checkpoint must not need those settings repeated (peft refuses a mismatch when loading).
+            lora_r, lora_alpha, target_modules = _saved_lora_shape(adapter_path, lora_r, lora_alpha, target_modules)
 
         config = LoraConfig(
             r=lora_r,
