@@ -205,7 +205,7 @@ def run_ours(a: argparse.Namespace) -> None:
     trainer = Trainer(cfg, store.open_db(tmp / "bench.db"))
     load_s = time.perf_counter() - t0
     # Same tasks, same order as TRL's unshuffled RepeatSampler: step k trains on tasks [(k-1)P, kP).
-    trainer.train_tasks = tasks
+    trainer.train_tasks = trainer.sft_tasks = trainer.rl_tasks = tasks
     pps = a.prompts_per_step
     trainer._step_tasks = lambda step: tasks[(step - 1) * pps : step * pps]  # type: ignore[method-assign]
     steps = []

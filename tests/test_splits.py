@@ -124,3 +124,43 @@ def test_tasks_marked_test_in_the_file_are_the_test_split(tmp_path):
                   [_line(100 + i, "test") for i in range(60)])
     val, test, warnings = resolve(path, "auto", load_task_source(path, "held_out"))
     assert len(val) == 60 and {t.split for t in test} == {"test"} and len(test) == 60 and warnings == []
+
+
+# ---- grpo_holdout: phrasings kept out of the SFT warm-up for GRPO ----------------------------------------
+
+
+def test_grpo_holdout_keeps_a_share_of_each_tools_templates_out_of_sft():
+    from workbench.splits import grpo_holdout
+
+    train = builtin_tasks("train")
+    sft, rl = grpo_holdout(train, 0.33)
+    assert len(sft) + len(rl) == len(train) and not {t.id for t in sft} & {t.id for t in rl}
+    for tool in st.TEMPLATES:
+        held = {t.template for t in rl if t.expected_tool == tool}
+        kept = {t.template for t in sft if t.expected_tool == tool}
+        n = len(st.TEMPLATES[tool]["train"])
+        assert held and kept and not held & kept  # every tool has phrasings on both sides, none on both
+        assert len(held) == round(0.33 * n), tool
+    # by hash, not by order: the same split from a shuffled list; share 0 gives everything to both stages
+    assert {t.id for t in grpo_holdout(list(reversed(train)), 0.33)[1]} == {t.id for t in rl}
+    assert grpo_holdout(train, 0.0) == (train, train)
+
+
+def test_grpo_holdout_splits_tasks_without_templates_one_by_one():
+    from workbench.splits import grpo_holdout
+
+    tasks = [Task(f"t{i}", f"Weather in {i}?", "weather.get", {"city": str(i)}) for i in range(40)]
+    sft, rl = grpo_holdout(tasks, 0.25)
+    assert len(rl) == 10 and len(sft) == 30
+
+
+
+def test_grpo_holdout_must_leave_sft_something(tmp_path):
+    import pytest
+
+    from workbench.config import ConfigError, load_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text("grpo_holdout: 1.0\n")
+    with pytest.raises(ConfigError, match="grpo_holdout"):
+        load_config(path)

@@ -94,7 +94,7 @@ def test_error_message_lists_first_20(tmp_path):
 
 def test_builtin_sizes_deterministic_and_well_formed():
     train, held = builtin_tasks("train"), builtin_tasks("held_out")
-    assert len(train) == 1000 and len(held) == 60
+    assert len(train) == 2000 and len(held) == 60
     assert [t.to_dict() for t in builtin_tasks()] == [t.to_dict() for t in train + held]
     tool_names = {s["name"] for s in BUILTIN_TOOLS}
     assert tool_names >= DANGEROUS_TOOLS
@@ -108,8 +108,8 @@ def test_builtin_sizes_deterministic_and_well_formed():
             today = WEEKDAYS.index(t.prompt.split()[2].rstrip("."))
             ahead = 2 if "day after tomorrow" in t.prompt else 1
             assert t.expected_args["day"] == WEEKDAYS[(today + ahead) % 7]
-    assert len({t.prompt for t in train + held}) == 1060
-    assert len({t.id for t in train + held}) == 1060
+    assert len({t.prompt for t in train + held}) == 2060
+    assert len({t.id for t in train + held}) == 2060
     with pytest.raises(ValueError):
         builtin_tasks("dev")
 
@@ -150,12 +150,12 @@ def test_builtin_training_phrasings_do_not_all_carry_the_tools_keyword():
 
 def test_write_builtin_jsonl_round_trips(tmp_path):
     p = tmp_path / "calendar.jsonl"
-    assert write_builtin_jsonl(p) == 1060
+    assert write_builtin_jsonl(p) == 2060
     assert [t.to_dict() for t in load_tasks(p)] == [t.to_dict() for t in builtin_tasks()]
 
 
 def test_load_task_source_builtins_and_files(tmp_path):
-    assert len(load_task_source("builtin:calendar", "train")) == 1000
+    assert len(load_task_source("builtin:calendar", "train")) == 2000
     assert [t.id for t in load_task_source("tool_call_eval", "train")] == [t.id for t in builtin_tasks("held_out")]
     mt_train, mt_held = load_task_source("builtin:calendar_mt", "train"), load_task_source("builtin:calendar_mt", "held_out")
     assert mt_train and mt_held and all(t.expected_state is not None for t in mt_train + mt_held)
@@ -168,3 +168,4 @@ def test_load_task_source_builtins_and_files(tmp_path):
         load_task_source(mixed, "test")
     with pytest.raises(FileNotFoundError, match="did you mean 'tool_call_eval'"):
         load_task_source("tool_call_evl", "held_out")
+

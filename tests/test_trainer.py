@@ -5,7 +5,7 @@ import re
 import pytest
 
 import store
-from workbench.trainer import Trainer
+from workbench.trainer import Trainer, task_row
 
 # Tiny random models reply gibberish: the built-in verifier would give every sample -1 (no variance, no
 # update). This one rewards reply length, so groups have variance and the update really runs.
@@ -221,3 +221,21 @@ def test_grpo_trains_with_vllm_rollouts(tmp_path, verifier_path):
     assert all("mismatch_kl" in s["metrics"] and s["metrics"]["mismatch_kl"] < 0.05 for s in steps)
     assert any(not (a == b).all() for a, b in zip(t.policy.trainable_parameters(), before, strict=True))
     t.engine.close()
+
+
+def test_grpo_holdout_sft_imitates_one_part_of_train_and_grpo_samples_the_other(tiny_model, tmp_path, verifier_path,
+                                                                               monkeypatch):
+    import workbench.trainer as trainer_mod
+
+    seen: list = []
+    real = trainer_mod.env_sft_examples
+    monkeypatch.setattr(trainer_mod, "env_sft_examples", lambda env, tasks: seen.extend(tasks) or real(env, tasks))
+    t = Trainer(tiny_cfg(tiny_model, tmp_path, verifier_path, sft_steps=1, grpo_holdout=0.4, max_steps=2,
+                         dynamic_sampling=True), store.open_db(tmp_path / "wb.db"))
+    assert t.sft_tasks and t.rl_tasks and not {x.id for x in t.sft_tasks} & {x.id for x in t.rl_tasks}
+    t.run()
+    assert {x.id for x in seen} == {x.id for x in t.sft_tasks}
+    rid = t.run_id
+    rows = store.trajectories.page_trajectories(t.db, store.trajectories.TrajectoryFilter(run_id=rid, split="train"),
+                                                limit=1000).rows
+    assert rows and {r["task_id"] for r in rows} <= {t.task_ids[task_row(x)["key"]] for x in t.rl_tasks}  # refills too

@@ -177,6 +177,8 @@ class Config:
     sft_learning_rate: float = 2e-4
     sft_batch_size: int = 8
     sft_lr_schedule: SftSchedule = "constant"  # or "cosine": from sft_learning_rate towards 0 over the SFT steps
+    # Share of each tool's training phrasings kept out of the SFT warm-up, for GRPO alone (workbench/splits.py)
+    grpo_holdout: float = 0.0
     # --- eval, checkpoints, runtime ---
     eval_max_tasks: int | None = None  # None: the whole held-out set
     eval_samples: int = 0  # sampled eval: completions per task at `temperature` (0: greedy only)
@@ -220,6 +222,8 @@ class Config:
         for key in ("dynamic_sampling_max_refills", "overlong_buffer"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key}: must be >= 0, got {getattr(self, key)}")
+        if not 0.0 <= self.grpo_holdout < 1.0:
+            raise ConfigError(f"grpo_holdout: must be in [0, 1), got {self.grpo_holdout}")
         if not 0.0 <= self.max_verifier_error_frac <= 1.0:
             raise ConfigError(f"max_verifier_error_frac: must be between 0 and 1, got {self.max_verifier_error_frac}")
         if self.num_generations_per_prompt < 2:

@@ -60,3 +60,30 @@ def resolve(held_out_eval: str, test_tasks: str, validation: list[Task]) -> tupl
     if not validation:
         raise ValueError(f"{held_out_eval}: no validation tasks left after taking out the test split")
     return validation, test, warnings
+
+
+def grpo_holdout(tasks: list[Task], share: float) -> tuple[list[Task], list[Task]]:
+    """(the SFT warm-up's tasks, GRPO's tasks) for `grpo_holdout: share`: that share of each tool's phrasing
+    templates (a task without a template is its own) is kept out of SFT and is all GRPO samples from.
+
+    Why: SFT on a request memorises its answer, so GRPO's groups on requests SFT saw are all right and carry
+    no gradient (docs/results.md: 10 of 59 groups had any reward variance). On phrasings SFT never imitated
+    the policy still errs sometimes, which is the signal GRPO learns from. Per tool, so every tool keeps
+    phrasings on both sides; by hash, so the split does not depend on file order."""
+    if not 0.0 <= share < 1.0:
+        raise ValueError(f"grpo_holdout: must be in [0, 1), got {share}")
+    if share == 0.0:
+        return list(tasks), list(tasks)
+    by_tool: dict[str, set[str]] = {}
+    for t in tasks:
+        by_tool.setdefault(str(t.expected_tool), set()).add(_template_key(t))
+    held: set[str] = set()
+    for keys in by_tool.values():
+        ordered = sorted(keys, key=lambda k: hashlib.sha256(k.encode()).hexdigest())
+        k = min(len(ordered) - 1, max(1, round(share * len(ordered))))  # both sides keep a phrasing
+        held.update(ordered[:k])
+    return ([t for t in tasks if _template_key(t) not in held], [t for t in tasks if _template_key(t) in held])
+
+
+def _template_key(task: Task) -> str:
+    return f"template:{task.template}" if task.template else f"task:{task.id}"

@@ -127,6 +127,8 @@ class Trainer:
         self.env = env_for_config(cfg)
         self.harness = self.env.harness
         self.train_tasks = load_task_source(cfg.tasks, "train")
+        # GRPO samples from rl_tasks, the warm-up imitates sft_tasks: all of train unless grpo_holdout splits it
+        self.sft_tasks, self.rl_tasks = splits.grpo_holdout(self.train_tasks, cfg.grpo_holdout if cfg.sft_steps else 0.0)
         self.eval_tasks = load_task_source(cfg.held_out_eval, "held_out")
         self.eval_tasks, self.test_tasks, split_warnings = splits.resolve(cfg.held_out_eval, cfg.test_tasks,
                                                                           self.eval_tasks)
@@ -226,8 +228,10 @@ class Trainer:
         return not any(e["is_baseline"] for e in store.metrics.list_evals(self.db, self.run_id))
 
     def run_sft_phase(self) -> None:
-        self.log(f"SFT warm-up: {self.cfg.sft_steps} steps")
-        examples = env_sft_examples(self.env, self.train_tasks)  # in the run's tool format (json or native)
+        held = len(self.train_tasks) - len(self.sft_tasks)
+        self.log(f"SFT warm-up: {self.cfg.sft_steps} steps" + (f" on {len(self.sft_tasks)} train tasks ({held} kept for "
+                                                                 "GRPO alone: grpo_holdout)" if held else ""))
+        examples = env_sft_examples(self.env, self.sft_tasks)  # in the run's tool format (json or native)
 
         def on_step(i: int, loss: float) -> bool:
             store.runs.add_event(self.db, self.run_id, "sft_step", f"SFT step {i + 1}: loss {loss:.4f}",
@@ -264,8 +268,8 @@ class Trainer:
 
     def _step_tasks(self, step: int) -> list[Task]:
         rng = random.Random(self.cfg.seed * 1_000_003 + step)
-        k = min(self.cfg.prompts_per_step, len(self.train_tasks))
-        return rng.sample(self.train_tasks, k)
+        k = min(self.cfg.prompts_per_step, len(self.rl_tasks))
+        return rng.sample(self.rl_tasks, k)
 
     def score(self, rollout: Rollout) -> Score:
         return self.score_many([rollout])[0]
@@ -437,7 +441,7 @@ class Trainer:
             if sum(s.score.error is not None for s in rows) > self.cfg.max_verifier_error_frac * len(rows):
                 break  # a broken verifier: more groups would only cost time before the error budget pauses
             missing = len(tasks) - sum(self._informative(grp) for grp in groups)
-            pool = [t for t in self.train_tasks if id(t) not in used]
+            pool = [t for t in self.rl_tasks if id(t) not in used]
             if missing <= 0 or not pool:
                 break
             rng = random.Random((self.cfg.seed * 1_000_003 + step) * 1_009 + rnd)

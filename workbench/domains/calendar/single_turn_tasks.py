@@ -77,7 +77,20 @@ TEMPLATES: dict[str, dict[str, list[str]]] = {
                   "Could you schedule a catch-up with {name} {when} at {time}?",
                   "Put {name} in my diary {when} at {time}.",
                   "Create a calendar event with {name} {when} at {time}.",
-                  "{name} and I need to talk {when} at {time}; add a meeting."],
+                  "{name} and I need to talk {when} at {time}; add a meeting.",
+                  "Slot {name} into my calendar {when} at {time}.",
+                  "Line up a meeting with {name} {when} at {time}.",
+                  "I'd like to see {name} {when} at {time}. Can you set that up?",
+                  "Organise a chat with {name} {when} at {time}.",
+                  "Get a meeting with {name} in the diary, {when} at {time}.",
+                  "Fix a time with {name}: {when}, {time}.",
+                  "Reserve {time} {when} for a call with {name}.",
+                  "New meeting: {name}, {when}, {time}.",
+                  "Invite {name} to a meeting {when} at {time}.",
+                  "Schedule me a one-on-one with {name} {when} at {time}.",
+                  "Could you find me time with {name} {when} at {time}?",
+                  "Make an appointment with {name} {when} at {time}.",
+                  "I'm seeing {name} {when} at {time}, please log it in my calendar."],
         "held_out": ["I need to meet {name} {when} at {time}, please add it.",
                      "Arrange a meeting with {name} for {time} {when}.",
                      "Pencil in {name} {when} at {time}."],
@@ -98,7 +111,17 @@ TEMPLATES: dict[str, dict[str, list[str]]] = {
                   "Something came up: cancel {name}'s meeting {when}.",
                   "Please take {name} off my calendar {when}.",
                   "Can you cancel the appointment with {name} {when}?",
-                  "I won't be meeting {name} {when} after all; please cancel."],
+                  "I won't be meeting {name} {when} after all; please cancel.",
+                  "Axe my meeting with {name} {when}.",
+                  "The meeting with {name} {when} isn't needed anymore; cancel it.",
+                  "Please nix the {day} call with {name}.",
+                  "Kill the appointment with {name} {when}.",
+                  "{name} cancelled on me {when}, so remove that meeting.",
+                  "Delete the event with {name} {when}.",
+                  "Pull my {day} meeting with {name} from the calendar.",
+                  "Cancel {name} {when}, please.",
+                  "Ditch the catch-up with {name} {when}.",
+                  "No more meeting with {name} {when}; take it out."],
         "held_out": ["Drop the meeting with {name} {when} from my calendar.",
                      "Scrap my {day} appointment with {name}."],
         "test": ["The {day} meeting with {name} is off, please remove it.",
@@ -115,7 +138,14 @@ TEMPLATES: dict[str, dict[str, list[str]]] = {
                   'Email to {name}: subject "{subject}".',
                   'I need to send {name} an email titled "{subject}".',
                   "Start an email to {name} with the subject '{subject}' and send it.",
-                  'Get an email over to {name}, subject "{subject}".'],
+                  'Get an email over to {name}, subject "{subject}".',
+                  'Mail {name} with the subject "{subject}".',
+                  'Reach out to {name} by email, subject "{subject}".',
+                  'Send a message to {name} by email titled "{subject}".',
+                  'Could you write to {name}? Use the subject "{subject}".',
+                  "New email to {name}. Subject: {subject}.",
+                  'Please send {name} an email with "{subject}" in the subject.',
+                  'Let {name} know by email; subject "{subject}".'],
         "held_out": ['Drop {name} a note with the subject line "{subject}".',
                      'Fire off an email to {name} called "{subject}".'],
         "test": ['Shoot {name} an email, subject line "{subject}".',
@@ -131,7 +161,14 @@ TEMPLATES: dict[str, dict[str, list[str]]] = {
                   "Set up a reminder: {text}, {when} at {time}.",
                   "I need a reminder to {text} at {time} {when}.",
                   "Please remind me at {time} {when} that I have to {text}.",
-                  "Can you remind me to {text} {when} at {time}?"],
+                  "Can you remind me to {text} {when} at {time}?",
+                  "Alert me {when} at {time} to {text}.",
+                  "Give me a heads-up {when} at {time} to {text}.",
+                  "Jog my memory {when} at {time}: {text}.",
+                  "Prompt me to {text} {when} at {time}.",
+                  "Add a reminder at {time} {when}: {text}.",
+                  "Buzz me {when} at {time} to {text}.",
+                  "Note to self: {text}, {when} at {time}. Remind me."],
         "held_out": ["Ping me {when} at {time} so I remember to {text}.",
                      "I have to {text} {when} at {time}; remind me."],
         "test": ["At {time} {when}, nudge me to {text}.",
@@ -147,18 +184,31 @@ TEMPLATES: dict[str, dict[str, list[str]]] = {
                   "Tell me the weather in {city} {when}.",
                   "How's the weather looking in {city} {when}?",
                   "Any rain expected in {city} {when}?",
-                  "Look up the weather for {city} on {day}."],
+                  "Look up the weather for {city} on {day}.",
+                  "Do I need a jacket in {city} {when}?",
+                  "How cold will {city} be {when}?",
+                  "Will it snow in {city} {when}?",
+                  "What's it going to be like outside in {city} {when}?",
+                  "Forecast for {city}, {day}?",
+                  "Will it be windy in {city} {when}?",
+                  "Get me the weather for {city} {when}.",
+                  "What conditions are expected in {city} {when}?"],
         "held_out": ["Should I pack an umbrella for {city} {when}?",
                      "Give me the {city} forecast for {day}."],
         "test": ["Is it going to be sunny in {city} {when}?",
                  "What temperatures should I expect in {city} {when}?"],
     },
 }
-SIZES = {"train": 1000, "held_out": 60, "test": 80}
+SIZES = {"train": 2000, "held_out": 60, "test": 80}
 SPLITS = tuple(SIZES)
 # Minutes of the clock times each split asks for; test's never occur in train or validation.
-MINUTES = {"train": [0, 0, 5, 15, 25, 30, 30, 35, 45, 55], "held_out": [0, 0, 0, 30, 30, 15, 45],
-           "test": [10, 20, 40, 50]}
+_TEST_MINUTES = [10, 20, 40, 50]
+# Train asks for every other minute (round ones more often): with eight minute values it learnt to pick one of
+# eight, and copied an unseen ":40" badly; copying any minute is the skill.
+MINUTES = {"train": [m for m in range(60) if m not in _TEST_MINUTES] + [0] * 8 + [30] * 4 + [15, 45] * 2,
+           "held_out": [0, 0, 0, 30, 30, 15, 45], "test": _TEST_MINUTES}
+# Hours asked for (inclusive); train's range is wider so every 12-hour PM hour it is tested on has neighbours.
+HOURS = {"train": (7, 21), "held_out": (8, 19), "test": (8, 19)}
 SEED = 20240611
 _HOUR_WORDS = ["twelve", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven"]
 
@@ -206,7 +256,7 @@ def _one_task(rng: random.Random, tool: str, split: str) -> tuple[str, dict[str,
     """(prompt, expected_args, initial_state, template index) for one generated task."""
     template = rng.choice(TEMPLATES[tool][split])
     day = rng.choice(WEEKDAYS)
-    h, m = rng.randint(8, 19), rng.choice(MINUTES[split])
+    h, m = rng.randint(*HOURS[split]), rng.choice(MINUTES[split])
     when, preamble = day_phrase(rng, day)
     if "{day}" in template:
         preamble = ""
