@@ -5,6 +5,8 @@ import hashlib
 import json
 import re
 
+import pytest
+
 from workbench.domains.calendar import single_turn_tasks as st
 from workbench.domains.calendar.single_turn_tasks import builtin_tasks
 from workbench.skills import breakdown, task_skills
@@ -154,13 +156,11 @@ def test_grpo_holdout_splits_tasks_without_templates_one_by_one():
     assert len(rl) == 10 and len(sft) == 30
 
 
-
-def test_grpo_holdout_must_leave_sft_something(tmp_path):
-    import pytest
-
+@pytest.mark.parametrize("text", ["grpo_holdout: 1.0\nsft_steps: 10\n", "grpo_holdout: 0.3\n"])
+def test_grpo_holdout_must_leave_sft_something_and_needs_a_warm_up(tmp_path, text):
     from workbench.config import ConfigError, load_config
 
     path = tmp_path / "c.yaml"
-    path.write_text("grpo_holdout: 1.0\n")
+    path.write_text(text)
     with pytest.raises(ConfigError, match="grpo_holdout"):
         load_config(path)

@@ -224,6 +224,8 @@ class Config:
                 raise ConfigError(f"{key}: must be >= 0, got {getattr(self, key)}")
         if not 0.0 <= self.grpo_holdout < 1.0:
             raise ConfigError(f"grpo_holdout: must be in [0, 1), got {self.grpo_holdout}")
+        if self.grpo_holdout and not self.sft_steps:
+            raise ConfigError("grpo_holdout: keeps phrasings out of the SFT warm-up; set sft_steps > 0 or drop it")
         if not 0.0 <= self.max_verifier_error_frac <= 1.0:
             raise ConfigError(f"max_verifier_error_frac: must be between 0 and 1, got {self.max_verifier_error_frac}")
         if self.num_generations_per_prompt < 2:

@@ -128,7 +128,7 @@ class Trainer:
         self.harness = self.env.harness
         self.train_tasks = load_task_source(cfg.tasks, "train")
         # GRPO samples from rl_tasks, the warm-up imitates sft_tasks: all of train unless grpo_holdout splits it
-        self.sft_tasks, self.rl_tasks = splits.grpo_holdout(self.train_tasks, cfg.grpo_holdout if cfg.sft_steps else 0.0)
+        self.sft_tasks, self.rl_tasks = splits.grpo_holdout(self.train_tasks, cfg.grpo_holdout)
         self.eval_tasks = load_task_source(cfg.held_out_eval, "held_out")
         self.eval_tasks, self.test_tasks, split_warnings = splits.resolve(cfg.held_out_eval, cfg.test_tasks,
                                                                           self.eval_tasks)
