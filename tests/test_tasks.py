@@ -168,4 +168,3 @@ def test_load_task_source_builtins_and_files(tmp_path):
         load_task_source(mixed, "test")
     with pytest.raises(FileNotFoundError, match="did you mean 'tool_call_eval'"):
         load_task_source("tool_call_evl", "held_out")
-

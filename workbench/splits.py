@@ -70,20 +70,16 @@ def grpo_holdout(tasks: list[Task], share: float) -> tuple[list[Task], list[Task
     no gradient (docs/results.md: 10 of 59 groups had any reward variance). On phrasings SFT never imitated
     the policy still errs sometimes, which is the signal GRPO learns from. Per tool, so every tool keeps
     phrasings on both sides; by hash, so the split does not depend on file order."""
-    if not 0.0 <= share < 1.0:
-        raise ValueError(f"grpo_holdout: must be in [0, 1), got {share}")
-    if share == 0.0:
+    if share == 0.0:  # Config checks 0 <= share < 1
         return list(tasks), list(tasks)
+    keys = [f"template:{t.template}" if t.template else f"task:{t.id}" for t in tasks]
     by_tool: dict[str, set[str]] = {}
-    for t in tasks:
-        by_tool.setdefault(str(t.expected_tool), set()).add(_template_key(t))
+    for t, key in zip(tasks, keys, strict=True):
+        by_tool.setdefault(str(t.expected_tool), set()).add(key)
     held: set[str] = set()
-    for keys in by_tool.values():
-        ordered = sorted(keys, key=lambda k: hashlib.sha256(k.encode()).hexdigest())
+    for tool_keys in by_tool.values():
+        ordered = sorted(tool_keys, key=lambda k: hashlib.sha256(k.encode()).hexdigest())
         k = min(len(ordered) - 1, max(1, round(share * len(ordered))))  # both sides keep a phrasing
         held.update(ordered[:k])
-    return ([t for t in tasks if _template_key(t) not in held], [t for t in tasks if _template_key(t) in held])
-
-
-def _template_key(task: Task) -> str:
-    return f"template:{task.template}" if task.template else f"task:{task.id}"
+    return ([t for t, key in zip(tasks, keys, strict=True) if key not in held],
+            [t for t, key in zip(tasks, keys, strict=True) if key in held])
