@@ -95,6 +95,32 @@ def multi_turn(db: str, run_id: int, model: str) -> dict[str, float]:
     return out
 
 
+def pooled(rows_by_seed: list[list[dict[str, Any]]], split: str, later: str = "last") -> dict[str, Any] | None:
+    """GRPO (`later`: its last or promoted checkpoint) minus SFT-only on `split`, each task's outcome averaged
+    over the seeds first, then paired over tasks (and over phrasing templates). Three seeds of 80 tasks give a
+    tighter estimate of the recipe's gain than any one seed's CI; it is still a CI over tasks, not over seeds."""
+    from workbench.eval import paired_difference
+
+    cand: dict[str, list[float]] = {}
+    ref: dict[str, list[float]] = {}
+    clusters: dict[str, str] = {}
+    for rows in rows_by_seed:
+        kinds = _by_kind(rows, split)
+        if "sft" not in kinds or later not in kinds or not kinds["sft"].get("solved"):
+            return None
+        for tid, v in kinds[later]["solved"].items():
+            cand.setdefault(tid, []).append(v)
+        for tid, v in kinds["sft"]["solved"].items():
+            ref.setdefault(tid, []).append(v)
+        clusters.update(kinds["sft"].get("clusters") or {})
+    mean = lambda d: {t: sum(v) / len(v) for t, v in d.items() if len(v) == len(rows_by_seed)}  # noqa: E731
+    diff = paired_difference(mean(cand), mean(ref), clusters=clusters or None)
+    if diff is None:
+        return None
+    return {"seeds": len(rows_by_seed), "delta": diff.delta, "ci": [diff.ci_low, diff.ci_high],
+            "cluster_ci": list(diff.cluster_ci) if diff.cluster_ci else None, "n_tasks": diff.n_tasks}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default="workbench/data/demo.yaml")
@@ -108,6 +134,7 @@ def main() -> int:
     text = Path(args.config).read_text()
     model = re.search(r"^model:\s*(\S+)", text, flags=re.M)
     results = []
+    all_rows: list[list[dict[str, Any]]] = []
     # With --summarize-only, the wall times the training runs measured (in --out) are kept.
     before = json.loads(Path(args.out).read_text())["seeds"] if Path(args.out).is_file() else []
     measured = {e["seed"]: (e["rc"], e["wall_s"]) for e in before if e.get("rc") is not None}
@@ -121,6 +148,7 @@ def main() -> int:
             wall = time.perf_counter() - t0
         rows = json.loads(subprocess.run([sys.executable, "-m", "workbench.cli", "report", "--db", db, "--run", "1",
                                           "--json"], capture_output=True, text=True, check=True).stdout)
+        all_rows.append(rows)
         entry: dict[str, Any] = {"seed": seed, "rc": rc, "wall_s": round(wall, 1), "db": db}
         for split in ("validation", "test"):
             entry[split] = {k: {"label": r["label"], "success": r["success_rate"],
@@ -134,8 +162,15 @@ def main() -> int:
             entry["multi_turn"] = {"error": repr(exc)}
         results.append(entry)
         print(json.dumps(entry), flush=True)
-    Path(args.out).write_text(json.dumps({"config": args.config, "seeds": results}, indent=2) + "\n")
+    pooled_all = {split: pooled(all_rows, split) for split in ("validation", "test")}
+    Path(args.out).write_text(json.dumps({"config": args.config, "seeds": results, "pooled_grpo_minus_sft": pooled_all},
+                                         indent=2) + "\n")
     print_table(results)
+    for split, d in pooled_all.items():
+        if d:
+            cl = f", over templates [{d['cluster_ci'][0]:+.3f}, {d['cluster_ci'][1]:+.3f}]" if d["cluster_ci"] else ""
+            print(f"{split}: GRPO (last) − SFT-only, each task averaged over {d['seeds']} seeds: {d['delta']:+.3f} "
+                  f"[{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}] over tasks{cl}")
     return 0
 
 

@@ -168,3 +168,41 @@ def test_grpo_holdout_must_leave_sft_something_and_needs_a_warm_up(tmp_path, tex
     path.write_text(text)
     with pytest.raises(ConfigError, match="grpo_holdout"):
         load_config(path)
+
+
+# ---- grpo_skills: GRPO on the skills the warm-up left weakest ---------------------------------------------
+
+
+def test_with_skills_keeps_the_tasks_exercising_a_skill_in_order():
+    from workbench.skills import task_skills
+    from workbench.splits import with_skills
+
+    train = builtin_tasks("train")
+    kept = with_skills(train, ["time_12h"])
+    assert kept == [t for t in train if "time_12h" in task_skills(t)] and 0 < len(kept) < len(train)
+    both = with_skills(train, ["time_12h", "tool:weather.get"])
+    assert {t.expected_tool for t in both} == {"calendar.create_event", "reminders.create", "weather.get"}
+    assert with_skills(train, []) == train
+    with pytest.raises(ValueError, match="no training task exercises"):
+        with_skills(train, ["tool:calendar.nope"])
+
+
+@pytest.mark.parametrize("text", ["grpo_skills: [time12h]\n", "grpo_skills: time_12h\n", "grpo_skills: ['tool:']\n"])
+def test_grpo_skills_must_name_skills(tmp_path, text):
+    from workbench.config import ConfigError, load_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match="grpo_skills"):
+        load_config(path)
+
+
+def test_grpo_skills_round_trips_through_yaml(tmp_path):
+    from workbench.config import load_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text("grpo_skills: [time_12h, 'tool:reminders.create']\n")
+    cfg = load_config(path)
+    assert cfg.grpo_skills == ["time_12h", "tool:reminders.create"]
+    path.write_text(cfg.to_yaml())
+    assert load_config(path).grpo_skills == cfg.grpo_skills

@@ -239,3 +239,21 @@ def test_grpo_holdout_sft_imitates_one_part_of_train_and_grpo_samples_the_other(
     rows = store.trajectories.page_trajectories(t.db, store.trajectories.TrajectoryFilter(run_id=rid, split="train"),
                                                 limit=1000).rows
     assert rows and {r["task_id"] for r in rows} <= {t.task_ids[task_row(x)["key"]] for x in t.rl_tasks}  # refills too
+
+
+def test_grpo_skills_points_grpo_at_one_skill_and_leaves_sft_all_of_train(tiny_model, tmp_path, verifier_path,
+                                                                         monkeypatch):
+    import workbench.trainer as trainer_mod
+    from workbench.skills import task_skills
+
+    seen: list = []
+    real = trainer_mod.env_sft_examples
+    monkeypatch.setattr(trainer_mod, "env_sft_examples", lambda env, tasks: seen.extend(tasks) or real(env, tasks))
+    t = Trainer(tiny_cfg(tiny_model, tmp_path, verifier_path, sft_steps=1, grpo_skills=["time_12h"], max_steps=1,
+                         dynamic_sampling=True), store.open_db(tmp_path / "wb.db"))
+    assert 0 < len(t.rl_tasks) < len(t.train_tasks) and all("time_12h" in task_skills(x) for x in t.rl_tasks)
+    t.run()
+    assert {x.id for x in seen} == {x.id for x in t.train_tasks}  # the warm-up still imitates every request
+    rows = store.trajectories.page_trajectories(t.db, store.trajectories.TrajectoryFilter(run_id=t.run_id, split="train"),
+                                                limit=1000).rows
+    assert rows and {r["task_id"] for r in rows} <= {t.task_ids[task_row(x)["key"]] for x in t.rl_tasks}

@@ -26,6 +26,8 @@ from typing import Any, Literal
 
 import yaml
 
+from workbench.skills import SKILL_LABELS, is_skill
+
 DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")  # `device`; resolved to a torch device by workbench/devices.py
 
 
@@ -179,6 +181,9 @@ class Config:
     sft_lr_schedule: SftSchedule = "constant"  # or "cosine": from sft_learning_rate towards 0 over the SFT steps
     # Share of each tool's training phrasings kept out of the SFT warm-up, for GRPO alone (workbench/splits.py)
     grpo_holdout: float = 0.0
+    # GRPO samples only train tasks exercising one of these skills (workbench/skills.py: time_12h, time_words,
+    # relative_day, name, tool:<name>); empty: all. SFT still imitates all of train.
+    grpo_skills: list[str] = field(default_factory=list)
     # --- eval, checkpoints, runtime ---
     eval_max_tasks: int | None = None  # None: the whole held-out set
     eval_samples: int = 0  # sampled eval: completions per task at `temperature` (0: greedy only)
@@ -226,6 +231,10 @@ class Config:
             raise ConfigError(f"grpo_holdout: must be in [0, 1), got {self.grpo_holdout}")
         if self.grpo_holdout and not self.sft_steps:
             raise ConfigError("grpo_holdout: keeps phrasings out of the SFT warm-up; set sft_steps > 0 or drop it")
+        if isinstance(self.grpo_skills, str):
+            raise ConfigError(f"grpo_skills: a list of skill names, e.g. [{self.grpo_skills}]")
+        if unknown := [k for k in self.grpo_skills if not is_skill(k)]:
+            raise ConfigError(f"grpo_skills: {unknown} not a skill; use {sorted(SKILL_LABELS)} or tool:<tool name>")
         if not 0.0 <= self.max_verifier_error_frac <= 1.0:
             raise ConfigError(f"max_verifier_error_frac: must be between 0 and 1, got {self.max_verifier_error_frac}")
         if self.num_generations_per_prompt < 2:

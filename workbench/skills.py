@@ -56,5 +56,10 @@ def breakdown(tasks: Iterable[Task], solved: dict[str, float]) -> dict[str, dict
     return {k: {"n": len(v), "success": sum(v) / len(v)} for k, v in sorted(acc.items())}
 
 
+def is_skill(name: str) -> bool:
+    """A name `task_skills` can return: an argument kind, no_call, or tool:<name>."""
+    return name in SKILL_LABELS or (name.startswith("tool:") and len(name) > len("tool:"))
+
+
 def skill_label(skill: str) -> str:
     return skill.removeprefix("tool:") if skill.startswith("tool:") else SKILL_LABELS.get(skill, skill)
