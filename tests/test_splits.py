@@ -17,6 +17,8 @@ TEST_SPLIT_SHA256 = "9a746843be48207319d6deee3f9fc50cd5e45a026a683cfc0029b8231bd
 # Validation too: every recipe decision in docs/results.md compares runs on these 60 tasks; a train-generator
 # change must leave them as they are.
 VALIDATION_SPLIT_SHA256 = "4043b26e3870859102b87f31efb1d2ac836154ac46f9ba3c9cda03af1ca2e442"
+# The wider validation family (30 templates, 150 tasks): decisions made on it compare runs on exactly these.
+VALIDATION_WIDE_SHA256 = "cc80cccee9ad50b8692801dbb2ffadf974f7656526a0f26781c5664b5d78a30a"
 
 
 def content_hash(tasks):
@@ -27,18 +29,33 @@ def content_hash(tasks):
 def test_the_test_and_validation_splits_are_frozen():
     assert content_hash(builtin_tasks("test")) == TEST_SPLIT_SHA256
     assert content_hash(builtin_tasks("held_out")) == VALIDATION_SPLIT_SHA256
+    assert content_hash(builtin_tasks("validation_wide")) == VALIDATION_WIDE_SHA256
 
 
 def test_splits_share_no_phrasing_or_entity():
     for table in (st.TEMPLATES[t] for t in st.TEMPLATES):
-        assert not set(table["test"]) & (set(table["train"]) | set(table["held_out"]))
+        assert not set(table["test"]) & (set(table["train"]) | set(table["held_out"]) | set(table["validation_wide"]))
+        assert not set(table["validation_wide"]) & (set(table["train"]) | set(table["held_out"]))
     for table in (st.NAMES, st.CITIES, st.SUBJECTS, st.REMINDERS):
         assert not set(table["test"]) & (set(table["train"]) | set(table["held_out"]))
     assert not set(st.MINUTES["test"]) & (set(st.MINUTES["train"]) | set(st.MINUTES["held_out"]))
     times = {sp: {t.expected_args.get("time") for t in builtin_tasks(sp)} - {None} for sp in st.SPLITS}
-    assert not times["test"] & (times["train"] | times["held_out"])
+    assert not times["test"] & (times["train"] | times["held_out"] | times["validation_wide"])
     prompts = {sp: {t.prompt for t in builtin_tasks(sp)} for sp in st.SPLITS}
-    assert not prompts["test"] & (prompts["train"] | prompts["held_out"])
+    assert not prompts["test"] & (prompts["train"] | prompts["held_out"] | prompts["validation_wide"])
+    assert not prompts["validation_wide"] & (prompts["train"] | prompts["held_out"])
+
+
+def test_validation_wide_has_six_templates_a_tool_and_validations_entities():
+    wide = builtin_tasks("validation_wide")
+    assert len(wide) == 150 and len({t.template for t in wide}) == 30 and {t.split for t in wide} == {"validation_wide"}
+    held = builtin_tasks("held_out")
+    for key in ("attendee", "to", "city"):
+        assert {t.expected_args[key] for t in wide if key in t.expected_args} <= \
+            {t.expected_args[key] for t in held if key in t.expected_args} | set(st.NAMES["held_out"] + st.CITIES["held_out"])
+    from workbench.tasks import load_task_source
+
+    assert [t.id for t in load_task_source("validation_wide", "held_out")] == [t.id for t in wide]
 
 
 def test_test_is_only_given_by_name():

@@ -257,3 +257,13 @@ def test_grpo_skills_points_grpo_at_one_skill_and_leaves_sft_all_of_train(tiny_m
     rows = store.trajectories.page_trajectories(t.db, store.trajectories.TrajectoryFilter(run_id=t.run_id, split="train"),
                                                 limit=1000).rows
     assert rows and {r["task_id"] for r in rows} <= {t.task_ids[task_row(x)["key"]] for x in t.rl_tasks}
+
+
+def test_a_run_can_validate_on_the_wider_validation_family(tiny_model, tmp_path, verifier_path):
+    t = Trainer(tiny_cfg(tiny_model, tmp_path, verifier_path, held_out_eval="validation_wide", max_steps=1,
+                         eval_interval=1), store.open_db(tmp_path / "wb.db"))
+    assert t.eval_tasks and all(x.id.startswith("calendar:validation_wide:") for x in t.eval_tasks)
+    assert t.test_tasks and all(x.id.startswith("calendar:test:") for x in t.test_tasks)  # test stays built-in test
+    t.run()
+    evals = store.metrics.list_evals(t.db, t.run_id)
+    assert {e["step"] for e in evals} == {0, 1} and len(evals) == 4  # baseline and step 1, validation and test each

@@ -16,7 +16,7 @@ from workbench.skills import task_skills
 from workbench.tasks import load_task_source, load_tasks
 from workbench.types import Task
 
-BUILTIN_SINGLE_TURN = ("tool_call_eval", "held_out", "builtin:calendar", "validation")
+BUILTIN_SINGLE_TURN = ("tool_call_eval", "held_out", "builtin:calendar", "validation", "validation_wide")
 SMALL_SPLIT = 50  # below this a 95% CI on a success rate near 0.5 is wider than about +-14 points
 
 

@@ -314,7 +314,7 @@ def write_builtin_jsonl(path: str | Path, split: str | None = None) -> int:
 
 
 BUILTIN_SOURCES = ("builtin:calendar", "builtin:calendar_mt", "builtin:calendar_calls", "tool_call_eval", "train",
-                   "held_out", "validation", "test")
+                   "held_out", "validation", "validation_wide", "test")
 
 
 def load_task_source(source: str | Path, split: str) -> list[Task]:
@@ -322,7 +322,7 @@ def load_task_source(source: str | Path, split: str) -> list[Task]:
 
     Built-ins: "builtin:calendar" (single-turn, filtered by `split`), "builtin:calendar_mt" (multi-turn,
     filtered by `split`), "tool_call_eval" (the calendar held-out split whatever `split` says), "train" /
-    "held_out" (alias "validation") / "test" (that calendar split). A file is filtered by `split` when it has tasks of that split; a file
+    "held_out" (alias "validation") / "validation_wide" / "test" (that calendar split). A file is filtered by `split` when it has tasks of that split; a file
     whose tasks all share one other split (typically no split field: all "train") is used whole, since the
     user named it for this role. Never returns an empty list.
     """
@@ -335,7 +335,7 @@ def load_task_source(source: str | Path, split: str) -> list[Task]:
         tasks = builtin_call_tasks("held_out" if split == "validation" else split)
     elif key == "tool_call_eval":
         tasks = builtin_tasks("held_out")
-    elif key in ("train", "held_out", "validation", "test"):
+    elif key in ("train", "held_out", "validation", "validation_wide", "test"):
         tasks = builtin_tasks(key)
     else:
         path = Path(key)
