@@ -223,3 +223,16 @@ def test_grpo_skills_round_trips_through_yaml(tmp_path):
     assert cfg.grpo_skills == ["time_12h", "tool:reminders.create"]
     path.write_text(cfg.to_yaml())
     assert load_config(path).grpo_skills == cfg.grpo_skills
+
+
+def test_train_refuses_grpo_skills_no_training_task_has_before_a_run_exists(tmp_path, capsys):
+    from workbench.cli import main
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("grpo_skills: [no_call]\n")  # the built-in train split always expects a call
+    db = tmp_path / "wb.db"
+    assert main(["train", str(cfg), "--db", str(db)]) != 0
+    assert "c.yaml: grpo_skills: no training task exercises any of ['no_call']" in capsys.readouterr().err
+    import store
+
+    assert store.runs.list_runs(store.open_db(db)) == []  # refused before a run was made

@@ -89,7 +89,7 @@ def grpo_holdout(tasks: list[Task], share: float) -> tuple[list[Task], list[Task
 def with_skills(tasks: list[Task], skills: list[str]) -> list[Task]:
     """The tasks exercising any of `skills` (`grpo_skills`), in their order; all of them when `skills` is
     empty. Why: after the warm-up most requests are solved every time and their groups carry no gradient;
-    GRPO spent on the skill the SFT policy still gets wrong sometimes (on the demo, 12-hour times: 0.83-0.88
+    GRPO spent on the skill the SFT policy still gets wrong sometimes (on the demo, 12-hour times: 0.83-0.93
     on fresh train-like requests) has reward variance to learn from. Raises when no task has one."""
     if not skills:
         return list(tasks)

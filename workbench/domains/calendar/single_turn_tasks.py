@@ -4,7 +4,8 @@ Three splits with distinct roles: `train` (rollouts, SFT), `held_out` (the valid
 every recipe decision) and `test` (reported only; nothing is decided on it). Validation and test use
 phrasing templates and entities never seen in train, and test's are disjoint from validation's too,
 including its clock times (minutes :10 :20 :40 :50, never used elsewhere), so the test split measures
-requests nobody tuned on. Days are the label space: shared. Each split has its own RNG, seeded from SEED
+requests nobody tuned on. `validation_wide` is a second, wider validation family (opt-in; see SIZES).
+Days are the label space: shared. Each split has its own RNG, seeded from SEED
 and the split name: the tasks are identical on every call and machine, and changing one split's tables
 never changes another split.
 """
@@ -324,12 +325,14 @@ def _one_task(rng: random.Random, tool: str, split: str) -> tuple[str, dict[str,
 
 
 def builtin_tasks(split: str | None = None) -> list[Task]:
-    """The built-in calendar tasks (1000 train, 60 validation, 80 test); identical on every call and machine.
+    """The built-in calendar tasks (2000 train, 60 validation, 150 validation_wide, 80 test); identical on
+    every call and machine.
     `split`: "train", "held_out" (alias "validation"), "validation_wide", "test", or None for train +
     validation (test and validation_wide are only ever asked for by name)."""
     split = "held_out" if split == "validation" else split
     if split not in (None, *SPLITS):
-        raise ValueError(f"unknown split {split!r}: use 'train', 'held_out' (validation), 'test' or None")
+        raise ValueError(f"unknown split {split!r}: use 'train', 'held_out' (validation), 'validation_wide', 'test' "
+                         "or None")
     out: list[Task] = []
     for sp in ("train", "held_out") if split is None else (split,):
         rng = random.Random(f"{SEED}:{sp}")
