@@ -97,8 +97,9 @@ def multi_turn(db: str, run_id: int, model: str) -> dict[str, float]:
 
 def pooled(rows_by_seed: list[list[dict[str, Any]]], split: str, later: str = "last") -> dict[str, Any] | None:
     """GRPO (`later`: its last or promoted checkpoint) minus SFT-only on `split`, each task's outcome averaged
-    over the seeds first, then paired over tasks (and over phrasing templates). Three seeds of 80 tasks give a
-    tighter estimate of the recipe's gain than any one seed's CI; it is still a CI over tasks, not over seeds."""
+    over the seeds first, then paired over tasks (and over phrasing templates). Several seeds give a tighter
+    estimate of the recipe's gain than any one seed's CI; it is still a CI over tasks, not over seeds. None
+    when a seed lacks either row or its per-task results."""
     from workbench.eval import paired_difference
 
     cand: dict[str, list[float]] = {}
@@ -106,7 +107,7 @@ def pooled(rows_by_seed: list[list[dict[str, Any]]], split: str, later: str = "l
     clusters: dict[str, str] = {}
     for rows in rows_by_seed:
         kinds = _by_kind(rows, split)
-        if "sft" not in kinds or later not in kinds or not kinds["sft"].get("solved"):
+        if any(not kinds.get(k, {}).get("solved") for k in ("sft", later)):
             return None
         for tid, v in kinds[later]["solved"].items():
             cand.setdefault(tid, []).append(v)
@@ -117,7 +118,7 @@ def pooled(rows_by_seed: list[list[dict[str, Any]]], split: str, later: str = "l
     diff = paired_difference(mean(cand), mean(ref), clusters=clusters or None)
     if diff is None:
         return None
-    return {"seeds": len(rows_by_seed), "delta": diff.delta, "ci": [diff.ci_low, diff.ci_high],
+    return {"seeds": len(rows_by_seed), "later": later, "delta": diff.delta, "ci": [diff.ci_low, diff.ci_high],
             "cluster_ci": list(diff.cluster_ci) if diff.cluster_ci else None, "n_tasks": diff.n_tasks}
 
 
@@ -169,7 +170,7 @@ def main() -> int:
     for split, d in pooled_all.items():
         if d:
             cl = f", over templates [{d['cluster_ci'][0]:+.3f}, {d['cluster_ci'][1]:+.3f}]" if d["cluster_ci"] else ""
-            print(f"{split}: GRPO (last) − SFT-only, each task averaged over {d['seeds']} seeds: {d['delta']:+.3f} "
+            print(f"{split}: GRPO ({d['later']}) − SFT-only, each task averaged over {d['seeds']} seeds: {d['delta']:+.3f} "
                   f"[{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}] over tasks{cl}")
     return 0
 

@@ -41,3 +41,11 @@ def test_time_probe_sets_use_train_phrasings_and_split_the_minutes():
         assert all(t.expected_tool == "calendar.create_event" for t in tasks)
         kind = "time_12h" if name.startswith("12h") else "time_24h"
         assert all(kind in task_skills(t) for t in tasks), name
+
+
+def test_pooled_is_none_when_a_seed_lacks_per_task_results():
+    a = _rows({"t1": 0, "t2": 1}, {"t1": 1, "t2": 1})
+    b = _rows({"t1": 0, "t2": 1}, {"t1": 1, "t2": 1})
+    del b[1]["solved"]  # an eval stored before per-task results were kept
+    assert recipe_seeds.pooled([a, b], "test") is None
+    assert recipe_seeds.pooled([a], "test")["later"] == "last"

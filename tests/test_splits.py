@@ -4,6 +4,7 @@ reminder or clock time with train or validation, and its content is frozen (a ch
 import hashlib
 import json
 import re
+from collections import Counter
 
 import pytest
 
@@ -18,7 +19,7 @@ TEST_SPLIT_SHA256 = "9a746843be48207319d6deee3f9fc50cd5e45a026a683cfc0029b8231bd
 # change must leave them as they are.
 VALIDATION_SPLIT_SHA256 = "4043b26e3870859102b87f31efb1d2ac836154ac46f9ba3c9cda03af1ca2e442"
 # The wider validation family (30 templates, 150 tasks): decisions made on it compare runs on exactly these.
-VALIDATION_WIDE_SHA256 = "cc80cccee9ad50b8692801dbb2ffadf974f7656526a0f26781c5664b5d78a30a"
+VALIDATION_WIDE_SHA256 = "44a5d93278218e163e243d7eef851d30ba57c5ef15376662149d76edbe12620b"
 
 
 def content_hash(tasks):
@@ -48,11 +49,17 @@ def test_splits_share_no_phrasing_or_entity():
 
 def test_validation_wide_has_six_templates_a_tool_and_validations_entities():
     wide = builtin_tasks("validation_wide")
-    assert len(wide) == 150 and len({t.template for t in wide}) == 30 and {t.split for t in wide} == {"validation_wide"}
-    held = builtin_tasks("held_out")
-    for key in ("attendee", "to", "city"):
-        assert {t.expected_args[key] for t in wide if key in t.expected_args} <= \
-            {t.expected_args[key] for t in held if key in t.expected_args} | set(st.NAMES["held_out"] + st.CITIES["held_out"])
+    assert len(wide) == 150 and {t.split for t in wide} == {"validation_wide"}
+    per_template = Counter(t.template for t in wide)
+    assert len(per_template) == 30 and set(per_template.values()) == {5}  # round-robin: no template weighs more
+    assert all(len(st.TEMPLATES[tool]["validation_wide"]) == 6 for tool in st.TEMPLATES)
+    for key, table in (("attendee", st.NAMES), ("to", st.NAMES), ("city", st.CITIES), ("subject", st.SUBJECTS),
+                       ("text", st.REMINDERS)):
+        values = {t.expected_args[key] for t in wide if key in t.expected_args}
+        assert values and values <= set(table["held_out"]), key
+    times = [t.expected_args["time"] for t in wide if "time" in t.expected_args]
+    lo, hi = st.HOURS["held_out"]
+    assert all(lo <= int(x[:2]) <= hi and int(x[3:]) in st.MINUTES["held_out"] for x in times)
     from workbench.tasks import load_task_source
 
     assert [t.id for t in load_task_source("validation_wide", "held_out")] == [t.id for t in wide]
@@ -200,7 +207,7 @@ def test_with_skills_keeps_the_tasks_exercising_a_skill_in_order():
     both = with_skills(train, ["time_12h", "tool:weather.get"])
     assert {t.expected_tool for t in both} == {"calendar.create_event", "reminders.create", "weather.get"}
     assert with_skills(train, []) == train
-    with pytest.raises(ValueError, match="no training task exercises"):
+    with pytest.raises(ValueError, match="none of GRPO's 2000 training tasks exercises"):
         with_skills(train, ["tool:calendar.nope"])
 
 
@@ -232,7 +239,26 @@ def test_train_refuses_grpo_skills_no_training_task_has_before_a_run_exists(tmp_
     cfg.write_text("grpo_skills: [no_call]\n")  # the built-in train split always expects a call
     db = tmp_path / "wb.db"
     assert main(["train", str(cfg), "--db", str(db)]) != 0
-    assert "c.yaml: grpo_skills: no training task exercises any of ['no_call']" in capsys.readouterr().err
+    assert "c.yaml: grpo_skills: none of GRPO's 2000 training tasks exercises any of ['no_call']" in capsys.readouterr().err
     import store
 
     assert store.runs.list_runs(store.open_db(db)) == []  # refused before a run was made
+
+
+def test_preflight_checks_grpo_skills_on_what_grpo_holdout_leaves_grpo(tmp_path):
+    from workbench.config import ConfigError, config_from_dict
+    from workbench.preflight import check_sources
+    from workbench.splits import grpo_holdout
+
+    tasks = [Task(f"w{i}", f"Weather in C{i}?", "weather.get", {"city": f"C{i}", "day": "Monday"}, template=f"t{i % 4}")
+             for i in range(8)]
+    sft, rl = grpo_holdout(tasks, 0.5)
+    sft_only = next(t.template for t in sft)  # a template GRPO never samples
+    path = tmp_path / "tasks.jsonl"
+    lines = [{"id": t.id, "prompt": t.prompt + (" At 3 PM." if t.template == sft_only else ""),
+              "expected_tool": t.expected_tool, "expected_args": t.expected_args, "template": t.template} for t in tasks]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    cfg = config_from_dict({"tasks": str(path), "grpo_holdout": 0.5, "sft_steps": 1, "grpo_skills": ["time_12h"]})
+    with pytest.raises(ConfigError, match="none of GRPO's 4 training tasks exercises any of"):
+        check_sources(cfg, "c.yaml")  # train has 12-hour tasks, but only on the warm-up's side
+    check_sources(config_from_dict({"tasks": str(path), "sft_steps": 1, "grpo_skills": ["time_12h"]}), "c.yaml")

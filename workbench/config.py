@@ -181,8 +181,8 @@ class Config:
     sft_lr_schedule: SftSchedule = "constant"  # or "cosine": from sft_learning_rate towards 0 over the SFT steps
     # Share of each tool's training phrasings kept out of the SFT warm-up, for GRPO alone (workbench/splits.py)
     grpo_holdout: float = 0.0
-    # GRPO samples only train tasks exercising one of these skills (workbench/skills.py: time_12h, time_words,
-    # relative_day, name, tool:<name>); empty: all. SFT still imitates all of train.
+    # GRPO samples only train tasks exercising one of these skills (workbench/skills.py: time_24h, time_12h,
+    # time_words, relative_day, name, no_call, tool:<name>); empty: all. SFT still imitates all of train.
     grpo_skills: list[str] = field(default_factory=list)
     # --- eval, checkpoints, runtime ---
     eval_max_tasks: int | None = None  # None: the whole held-out set

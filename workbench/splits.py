@@ -96,5 +96,5 @@ def with_skills(tasks: list[Task], skills: list[str]) -> list[Task]:
     wanted = set(skills)
     kept = [t for t in tasks if wanted & set(task_skills(t))]
     if not kept:
-        raise ValueError(f"grpo_skills: no training task exercises any of {skills}")
+        raise ValueError(f"grpo_skills: none of GRPO's {len(tasks)} training tasks exercises any of {skills}")
     return kept

@@ -130,6 +130,9 @@ class Trainer:
         # GRPO samples from rl_tasks, the warm-up imitates sft_tasks: all of train unless grpo_holdout splits it
         self.sft_tasks, self.rl_tasks = splits.grpo_holdout(self.train_tasks, cfg.grpo_holdout)
         self.rl_tasks = splits.with_skills(self.rl_tasks, cfg.grpo_skills)
+        if cfg.grpo_skills:
+            self.log(f"GRPO samples {len(self.rl_tasks)} of {len(self.train_tasks)} train tasks (grpo_skills: "
+                     f"{', '.join(cfg.grpo_skills)})")
         self.eval_tasks = load_task_source(cfg.held_out_eval, "held_out")
         self.eval_tasks, self.test_tasks, split_warnings = splits.resolve(cfg.held_out_eval, cfg.test_tasks,
                                                                           self.eval_tasks)
