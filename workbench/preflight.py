@@ -11,13 +11,13 @@ def check_sources(cfg: Any, path: str | None = None) -> None:
     from workbench.config import ConfigError
     from workbench.mcp_check import check_mcp_servers
     from workbench.metric_log import MetricLogUnavailable, check_log_to
-    from workbench.splits import grpo_holdout, with_skills
+    from workbench.splits import stage_tasks
     from workbench.tasks import load_task_source
     from workbench.verifiers import get_verifier
 
     train = load_task_source(cfg.tasks, "train")
-    try:  # grpo_skills no GRPO task exercises: a config error, before a run exists (the trainer's own selection)
-        with_skills(grpo_holdout(train, cfg.grpo_holdout)[1], cfg.grpo_skills)
+    try:  # grpo_skills no GRPO task exercises: a config error, before a run exists
+        stage_tasks(train, cfg.grpo_holdout, cfg.grpo_skills)
     except ValueError as e:
         raise ConfigError(f"{path or '<config>'}: {e}") from None
     load_task_source(cfg.held_out_eval, "held_out")

@@ -98,3 +98,10 @@ def with_skills(tasks: list[Task], skills: list[str]) -> list[Task]:
     if not kept:
         raise ValueError(f"grpo_skills: none of GRPO's {len(tasks)} training tasks exercises any of {skills}")
     return kept
+
+
+def stage_tasks(train: list[Task], holdout: float, skills: list[str]) -> tuple[list[Task], list[Task]]:
+    """(the SFT warm-up's tasks, GRPO's tasks) for a config's `grpo_holdout` and `grpo_skills`: the one place
+    both are applied, so the trainer and the preflight check select the same tasks."""
+    sft, rl = grpo_holdout(train, holdout)
+    return sft, with_skills(rl, skills)

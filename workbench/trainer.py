@@ -128,8 +128,8 @@ class Trainer:
         self.harness = self.env.harness
         self.train_tasks = load_task_source(cfg.tasks, "train")
         # GRPO samples from rl_tasks, the warm-up imitates sft_tasks: all of train unless grpo_holdout splits it
-        self.sft_tasks, self.rl_tasks = splits.grpo_holdout(self.train_tasks, cfg.grpo_holdout)
-        self.rl_tasks = splits.with_skills(self.rl_tasks, cfg.grpo_skills)
+        # (and grpo_skills narrows GRPO's side)
+        self.sft_tasks, self.rl_tasks = splits.stage_tasks(self.train_tasks, cfg.grpo_holdout, cfg.grpo_skills)
         if cfg.grpo_skills:
             self.log(f"GRPO samples {len(self.rl_tasks)} of {len(self.train_tasks)} train tasks (grpo_skills: "
                      f"{', '.join(cfg.grpo_skills)})")

@@ -325,7 +325,7 @@ def _one_task(rng: random.Random, tool: str, split: str,
     else:
         slots["city"] = rng.choice(CITIES[ent])
         args = {"city": slots["city"], "day": day}
-    return preamble + template.format(**slots), args, initial, TEMPLATES[tool][split].index(template)
+    return preamble + template.format(**slots), args, initial, table.index(template)
 
 
 def builtin_tasks(split: str | None = None) -> list[Task]:
