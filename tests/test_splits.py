@@ -262,3 +262,58 @@ def test_preflight_checks_grpo_skills_on_what_grpo_holdout_leaves_grpo(tmp_path)
     with pytest.raises(ConfigError, match="none of GRPO's 4 training tasks exercises any of"):
         check_sources(cfg, "c.yaml")  # train has 12-hour tasks, but only on the warm-up's side
     check_sources(config_from_dict({"tasks": str(path), "sft_steps": 1, "grpo_skills": ["time_12h"]}), "c.yaml")
+
+
+# ---- sft_skill_weights: the warm-up's draws tilted towards weak skills ----------------------------------------
+
+
+def test_weighted_by_skills_repeats_a_task_by_its_heaviest_weighted_skill():
+    from workbench.splits import weighted_by_skills
+
+    train = builtin_tasks("train")
+    out = weighted_by_skills(train, {"time_12h": 2, "relative_day": 3})
+    count = Counter(t.id for t in out)
+    for t in train:
+        kinds = set(task_skills(t))
+        want = 3 if "relative_day" in kinds else 2 if "time_12h" in kinds else 1
+        assert count[t.id] == want, t.prompt
+    assert {t.id for t in out} == {t.id for t in train}  # nothing dropped
+    assert weighted_by_skills(train, {}) == train
+    with pytest.raises(ValueError, match="none of the warm-up's 2000 training tasks exercises any of"):
+        weighted_by_skills(train, {"no_call": 2})
+
+
+@pytest.mark.parametrize("text, match", [
+    ("sft_steps: 4\nsft_skill_weights: {time12h: 2}\n", "not a skill"),
+    ("sft_steps: 4\nsft_skill_weights: {time_12h: 0}\n", "whole numbers >= 1"),
+    ("sft_steps: 4\nsft_skill_weights: {time_12h: 1.5}\n", "sft_skill_weights must be"),
+    ("sft_steps: 4\nsft_skill_weights: [time_12h]\n", "sft_skill_weights must be"),
+    ("sft_skill_weights: {time_12h: 2}\n", "set sft_steps > 0"),
+])
+def test_sft_skill_weights_are_checked_with_the_config(tmp_path, text, match):
+    from workbench.config import ConfigError, load_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=match):
+        load_config(path)
+
+
+def test_sft_skill_weights_round_trip_and_a_weight_no_task_has_is_refused_before_a_run(tmp_path, capsys):
+    from workbench.cli import main
+    from workbench.config import load_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text("sft_steps: 4\nsft_skill_weights: {time_12h: 2, 'tool:weather.get': 3}\n")
+    cfg = load_config(path)
+    assert cfg.sft_skill_weights == {"time_12h": 2, "tool:weather.get": 3}
+    path.write_text(cfg.to_yaml())
+    assert load_config(path).sft_skill_weights == cfg.sft_skill_weights
+    path.write_text("sft_steps: 4\nsft_skill_weights: {no_call: 2}\n")
+    db = tmp_path / "wb.db"
+    assert main(["train", str(path), "--db", str(db)]) != 0
+    assert "c.yaml: sft_skill_weights: none of the warm-up's 2000 training tasks exercises any of ['no_call']" \
+        in capsys.readouterr().err
+    import store
+
+    assert store.runs.list_runs(store.open_db(db)) == []

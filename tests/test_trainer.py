@@ -267,3 +267,23 @@ def test_a_run_can_validate_on_the_wider_validation_family(tiny_model, tmp_path,
     t.run()
     evals = store.metrics.list_evals(t.db, t.run_id)
     assert {e["step"] for e in evals} == {0, 1} and len(evals) == 4  # baseline and step 1, validation and test each
+
+
+def test_sft_skill_weights_repeat_the_weak_skills_examples_for_the_warm_up(tiny_model, tmp_path, verifier_path,
+                                                                           monkeypatch):
+    import workbench.trainer as trainer_mod
+    from workbench.skills import task_skills
+
+    seen: list = []
+    real = trainer_mod.env_sft_examples
+    monkeypatch.setattr(trainer_mod, "env_sft_examples", lambda env, tasks: seen.extend(tasks) or real(env, tasks))
+    logs: list[str] = []
+    t = Trainer(tiny_cfg(tiny_model, tmp_path, verifier_path, sft_steps=1, sft_skill_weights={"time_12h": 2},
+                         max_steps=0), store.open_db(tmp_path / "wb.db"), log=logs.append)
+    t.run()
+    twelve = [x for x in t.train_tasks if "time_12h" in task_skills(x)]
+    assert 0 < len(twelve) < len(t.train_tasks)
+    assert len(seen) == len(t.train_tasks) + len(twelve)  # each 12-hour request twice, the others once
+    assert {x.id for x in seen} == {x.id for x in t.train_tasks}
+    assert t.rl_tasks == t.train_tasks  # GRPO's tasks are not weighted
+    assert any(f"SFT draws from {len(seen)} examples of {len(t.train_tasks)} tasks" in m for m in logs)

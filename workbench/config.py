@@ -184,6 +184,9 @@ class Config:
     # GRPO samples only train tasks exercising one of these skills (workbench/skills.py: time_24h, time_12h,
     # time_words, relative_day, name, no_call, tool:<name>); empty: all. SFT still imitates all of train.
     grpo_skills: list[str] = field(default_factory=list)
+    # The SFT warm-up draws each train task this many times as often, by the heaviest of its skills listed
+    # here (others once), e.g. {time_12h: 2}: the same steps spend more of their examples on a weak skill.
+    sft_skill_weights: dict[str, int] = field(default_factory=dict)
     # --- eval, checkpoints, runtime ---
     eval_max_tasks: int | None = None  # None: the whole held-out set
     eval_samples: int = 0  # sampled eval: completions per task at `temperature` (0: greedy only)
@@ -235,6 +238,12 @@ class Config:
             raise ConfigError(f"grpo_skills: a list of skill names, e.g. [{self.grpo_skills}]")
         if unknown := [k for k in self.grpo_skills if not is_skill(k)]:
             raise ConfigError(f"grpo_skills: {unknown} not a skill; use {sorted(SKILL_LABELS)} or tool:<tool name>")
+        if unknown := [k for k in self.sft_skill_weights if not is_skill(k)]:
+            raise ConfigError(f"sft_skill_weights: {unknown} not a skill; use {sorted(SKILL_LABELS)} or tool:<tool name>")
+        if bad := {k: w for k, w in self.sft_skill_weights.items() if isinstance(w, bool) or not isinstance(w, int) or w < 1}:
+            raise ConfigError(f"sft_skill_weights: weights are whole numbers >= 1 (how many times as often), got {bad}")
+        if self.sft_skill_weights and not self.sft_steps:
+            raise ConfigError("sft_skill_weights: weights the SFT warm-up's examples; set sft_steps > 0 or drop it")
         if not 0.0 <= self.max_verifier_error_frac <= 1.0:
             raise ConfigError(f"max_verifier_error_frac: must be between 0 and 1, got {self.max_verifier_error_frac}")
         if self.num_generations_per_prompt < 2:

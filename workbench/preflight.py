@@ -16,8 +16,8 @@ def check_sources(cfg: Any, path: str | None = None) -> None:
     from workbench.verifiers import get_verifier
 
     train = load_task_source(cfg.tasks, "train")
-    try:  # grpo_skills no GRPO task exercises: a config error, before a run exists
-        stage_tasks(train, cfg.grpo_holdout, cfg.grpo_skills)
+    try:  # grpo_skills or sft_skill_weights that no task of its stage exercises: a config error, before a run
+        stage_tasks(train, cfg.grpo_holdout, cfg.grpo_skills, cfg.sft_skill_weights)
     except ValueError as e:
         raise ConfigError(f"{path or '<config>'}: {e}") from None
     load_task_source(cfg.held_out_eval, "held_out")

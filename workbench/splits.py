@@ -100,8 +100,25 @@ def with_skills(tasks: list[Task], skills: list[str]) -> list[Task]:
     return kept
 
 
-def stage_tasks(train: list[Task], holdout: float, skills: list[str]) -> tuple[list[Task], list[Task]]:
-    """(the SFT warm-up's tasks, GRPO's tasks) for a config's `grpo_holdout` and `grpo_skills`: the one place
-    both are applied, so the trainer and the preflight check select the same tasks."""
+def weighted_by_skills(tasks: list[Task], weights: dict[str, int]) -> list[Task]:
+    """`sft_skill_weights`: each task repeated by the largest weight among its skills (once when it has none
+    of them), in order. The warm-up shuffles this list, so a weight-2 task is drawn about twice as often; the
+    steps, and so the cost, stay the same. Raises when no task has a weighted skill."""
+    if not weights:
+        return list(tasks)
+    out: list[Task] = []
+    for t in tasks:
+        out += [t] * max((weights[s] for s in task_skills(t) if s in weights), default=1)
+    if len(out) == len(tasks) and any(w > 1 for w in weights.values()):
+        raise ValueError(f"sft_skill_weights: none of the warm-up's {len(tasks)} training tasks exercises any of "
+                         f"{sorted(weights)}")
+    return out
+
+
+def stage_tasks(train: list[Task], holdout: float, skills: list[str],
+                sft_weights: dict[str, int] | None = None) -> tuple[list[Task], list[Task]]:
+    """(the SFT warm-up's examples, GRPO's tasks) for a config's `grpo_holdout`, `grpo_skills` and
+    `sft_skill_weights`: the one place all three are applied, so the trainer and the preflight check select
+    the same tasks. The SFT list repeats a task its weight's number of times."""
     sft, rl = grpo_holdout(train, holdout)
-    return sft, with_skills(rl, skills)
+    return weighted_by_skills(sft, sft_weights or {}), with_skills(rl, skills)

@@ -128,8 +128,9 @@ class Trainer:
         self.harness = self.env.harness
         self.train_tasks = load_task_source(cfg.tasks, "train")
         # GRPO samples from rl_tasks, the warm-up imitates sft_tasks: all of train unless grpo_holdout splits it
-        # (and grpo_skills narrows GRPO's side)
-        self.sft_tasks, self.rl_tasks = splits.stage_tasks(self.train_tasks, cfg.grpo_holdout, cfg.grpo_skills)
+        # (and grpo_skills narrows GRPO's side; sft_skill_weights repeats some of SFT's)
+        self.sft_tasks, self.rl_tasks = splits.stage_tasks(self.train_tasks, cfg.grpo_holdout, cfg.grpo_skills,
+                                                           cfg.sft_skill_weights)
         if cfg.grpo_skills:
             self.log(f"GRPO samples {len(self.rl_tasks)} of {len(self.train_tasks)} train tasks (grpo_skills: "
                      f"{', '.join(cfg.grpo_skills)})")
@@ -232,9 +233,13 @@ class Trainer:
         return not any(e["is_baseline"] for e in store.metrics.list_evals(self.db, self.run_id))
 
     def run_sft_phase(self) -> None:
-        held = len(self.train_tasks) - len(self.sft_tasks)
-        self.log(f"SFT warm-up: {self.cfg.sft_steps} steps" + (f" on {len(self.sft_tasks)} train tasks ({held} kept for "
+        distinct = len({id(t) for t in self.sft_tasks})
+        held = len(self.train_tasks) - distinct
+        self.log(f"SFT warm-up: {self.cfg.sft_steps} steps" + (f" on {distinct} train tasks ({held} kept for "
                                                                  "GRPO alone: grpo_holdout)" if held else ""))
+        if self.cfg.sft_skill_weights:
+            weights = ", ".join(f"{k} x{w}" for k, w in self.cfg.sft_skill_weights.items())
+            self.log(f"SFT draws from {len(self.sft_tasks)} examples of {distinct} tasks (sft_skill_weights: {weights})")
         examples = env_sft_examples(self.env, self.sft_tasks)  # in the run's tool format (json or native)
 
         def on_step(i: int, loss: float) -> bool:
