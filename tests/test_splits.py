@@ -279,13 +279,14 @@ def test_weighted_by_skills_repeats_a_task_by_its_heaviest_weighted_skill():
         assert count[t.id] == want, t.prompt
     assert {t.id for t in out} == {t.id for t in train}  # nothing dropped
     assert weighted_by_skills(train, {}) == train
-    with pytest.raises(ValueError, match="none of the warm-up's 2000 training tasks exercises any of"):
-        weighted_by_skills(train, {"no_call": 2})
+    with pytest.raises(ValueError, match=r"none of the warm-up's 2000 training tasks exercises \['no_call'\]"):
+        weighted_by_skills(train, {"time_12h": 2, "no_call": 1})  # one missing skill is enough to refuse
 
 
 @pytest.mark.parametrize("text, match", [
     ("sft_steps: 4\nsft_skill_weights: {time12h: 2}\n", "not a skill"),
-    ("sft_steps: 4\nsft_skill_weights: {time_12h: 0}\n", "whole numbers >= 1"),
+    ("sft_steps: 4\nsft_skill_weights: {time_12h: 0}\n", "whole numbers from 1 to 100"),
+    ("sft_steps: 4\nsft_skill_weights: {time_12h: 1000000000}\n", "whole numbers from 1 to 100"),
     ("sft_steps: 4\nsft_skill_weights: {time_12h: 1.5}\n", "sft_skill_weights must be"),
     ("sft_steps: 4\nsft_skill_weights: [time_12h]\n", "sft_skill_weights must be"),
     ("sft_skill_weights: {time_12h: 2}\n", "set sft_steps > 0"),
@@ -312,8 +313,16 @@ def test_sft_skill_weights_round_trip_and_a_weight_no_task_has_is_refused_before
     path.write_text("sft_steps: 4\nsft_skill_weights: {no_call: 2}\n")
     db = tmp_path / "wb.db"
     assert main(["train", str(path), "--db", str(db)]) != 0
-    assert "c.yaml: sft_skill_weights: none of the warm-up's 2000 training tasks exercises any of ['no_call']" \
+    assert "c.yaml: sft_skill_weights: none of the warm-up's 2000 training tasks exercises ['no_call']" \
         in capsys.readouterr().err
     import store
 
     assert store.runs.list_runs(store.open_db(db)) == []
+
+
+def test_sft_skill_weights_built_directly_are_checked_too():
+    from workbench.config import Config, ConfigError
+
+    for bad, match in (([("time_12h", 2)], "a mapping"), ({1: 2}, "not a skill"), ({"time_12h": True}, "whole numbers")):
+        with pytest.raises(ConfigError, match=match):
+            Config(sft_steps=4, sft_skill_weights=bad)

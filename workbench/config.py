@@ -119,6 +119,9 @@ class McpServerConfig:
             raise ConfigError(f"pool_size: must be >= 1, got {self.pool_size}")
 
 
+MAX_SFT_SKILL_WEIGHT = 100
+
+
 @dataclass
 class Config:
     # --- the seed article's keys ---
@@ -238,10 +241,15 @@ class Config:
             raise ConfigError(f"grpo_skills: a list of skill names, e.g. [{self.grpo_skills}]")
         if unknown := [k for k in self.grpo_skills if not is_skill(k)]:
             raise ConfigError(f"grpo_skills: {unknown} not a skill; use {sorted(SKILL_LABELS)} or tool:<tool name>")
-        if unknown := [k for k in self.sft_skill_weights if not is_skill(k)]:
+        if not isinstance(self.sft_skill_weights, dict):
+            raise ConfigError("sft_skill_weights: a mapping of skill names to weights, e.g. {time_12h: 2}")
+        if unknown := [k for k in self.sft_skill_weights if not (isinstance(k, str) and is_skill(k))]:
             raise ConfigError(f"sft_skill_weights: {unknown} not a skill; use {sorted(SKILL_LABELS)} or tool:<tool name>")
-        if bad := {k: w for k, w in self.sft_skill_weights.items() if isinstance(w, bool) or not isinstance(w, int) or w < 1}:
-            raise ConfigError(f"sft_skill_weights: weights are whole numbers >= 1 (how many times as often), got {bad}")
+        # The warm-up's example list holds each task `weight` times: a cap keeps a typo from filling the memory.
+        if bad := {k: w for k, w in self.sft_skill_weights.items()
+                   if isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= MAX_SFT_SKILL_WEIGHT}:
+            raise ConfigError(f"sft_skill_weights: weights are whole numbers from 1 to {MAX_SFT_SKILL_WEIGHT} "
+                              f"(how many times each such task is repeated), got {bad}")
         if self.sft_skill_weights and not self.sft_steps:
             raise ConfigError("sft_skill_weights: weights the SFT warm-up's examples; set sft_steps > 0 or drop it")
         if not 0.0 <= self.max_verifier_error_frac <= 1.0:

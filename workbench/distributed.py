@@ -445,7 +445,7 @@ def train_rank(args: Any, ranks: Ranks) -> int:
             print("error: give a CONFIG file, or --resume RUN", file=sys.stderr)
             return 2
         cfg = load_config(args.config)
-        check_sources(cfg)
+        check_sources(cfg, args.config)
         device = cfg.device
     init(ranks, device)
     try:

@@ -102,16 +102,19 @@ def with_skills(tasks: list[Task], skills: list[str]) -> list[Task]:
 
 def weighted_by_skills(tasks: list[Task], weights: dict[str, int]) -> list[Task]:
     """`sft_skill_weights`: each task repeated by the largest weight among its skills (once when it has none
-    of them), in order. The warm-up shuffles this list, so a weight-2 task is drawn about twice as often; the
-    steps, and so the cost, stay the same. Raises when no task has a weighted skill."""
+    of them), in order. The warm-up shuffles this list, so a weight-2 task is twice as likely to be drawn; the
+    steps, and so the cost, stay the same. Raises when a weighted skill is in none of the tasks (a weight
+    that would silently do nothing)."""
     if not weights:
         return list(tasks)
     out: list[Task] = []
+    seen: set[str] = set()
     for t in tasks:
-        out += [t] * max((weights[s] for s in task_skills(t) if s in weights), default=1)
-    if len(out) == len(tasks) and any(w > 1 for w in weights.values()):
-        raise ValueError(f"sft_skill_weights: none of the warm-up's {len(tasks)} training tasks exercises any of "
-                         f"{sorted(weights)}")
+        mine = [s for s in task_skills(t) if s in weights]
+        seen.update(mine)
+        out += [t] * max((weights[s] for s in mine), default=1)
+    if missing := sorted(set(weights) - seen):
+        raise ValueError(f"sft_skill_weights: none of the warm-up's {len(tasks)} training tasks exercises {missing}")
     return out
 
 
