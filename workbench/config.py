@@ -187,8 +187,8 @@ class Config:
     # GRPO samples only train tasks exercising one of these skills (workbench/skills.py: time_24h, time_12h,
     # time_words, relative_day, name, no_call, tool:<name>); empty: all. SFT still imitates all of train.
     grpo_skills: list[str] = field(default_factory=list)
-    # The SFT warm-up draws each train task this many times as often, by the heaviest of its skills listed
-    # here (others once), e.g. {time_12h: 2}: the same steps spend more of their examples on a weak skill.
+    # The SFT warm-up repeats each train task by the heaviest of its skills listed here (others once), e.g.
+    # {time_12h: 2}: such a task is twice as likely to be drawn, so the same steps favour a weak skill.
     sft_skill_weights: dict[str, int] = field(default_factory=dict)
     # --- eval, checkpoints, runtime ---
     eval_max_tasks: int | None = None  # None: the whole held-out set

@@ -233,7 +233,7 @@ class Trainer:
         return not any(e["is_baseline"] for e in store.metrics.list_evals(self.db, self.run_id))
 
     def run_sft_phase(self) -> None:
-        distinct = len({id(t) for t in self.sft_tasks})
+        distinct = len({id(t) for t in self.sft_tasks})  # sft_skill_weights repeats the same Task objects
         held = len(self.train_tasks) - distinct
         self.log(f"SFT warm-up: {self.cfg.sft_steps} steps" + (f" on {distinct} train tasks ({held} kept for "
                                                                  "GRPO alone: grpo_holdout)" if held else ""))
