@@ -122,6 +122,12 @@ class McpServerConfig:
 MAX_SFT_SKILL_WEIGHT = 100
 
 
+def _check_skill_names(key: str, names: Any) -> None:
+    """`grpo_skills` / `sft_skill_weights` name skills `workbench.skills.task_skills` can return."""
+    if unknown := [k for k in names if not (isinstance(k, str) and is_skill(k))]:
+        raise ConfigError(f"{key}: {unknown} not a skill; use {sorted(SKILL_LABELS)} or tool:<tool name>")
+
+
 @dataclass
 class Config:
     # --- the seed article's keys ---
@@ -239,12 +245,10 @@ class Config:
             raise ConfigError("grpo_holdout: keeps phrasings out of the SFT warm-up; set sft_steps > 0 or drop it")
         if isinstance(self.grpo_skills, str):
             raise ConfigError(f"grpo_skills: a list of skill names, e.g. [{self.grpo_skills}]")
-        if unknown := [k for k in self.grpo_skills if not is_skill(k)]:
-            raise ConfigError(f"grpo_skills: {unknown} not a skill; use {sorted(SKILL_LABELS)} or tool:<tool name>")
+        _check_skill_names("grpo_skills", self.grpo_skills)
         if not isinstance(self.sft_skill_weights, dict):
             raise ConfigError("sft_skill_weights: a mapping of skill names to weights, e.g. {time_12h: 2}")
-        if unknown := [k for k in self.sft_skill_weights if not (isinstance(k, str) and is_skill(k))]:
-            raise ConfigError(f"sft_skill_weights: {unknown} not a skill; use {sorted(SKILL_LABELS)} or tool:<tool name>")
+        _check_skill_names("sft_skill_weights", self.sft_skill_weights)
         # The warm-up's example list holds each task `weight` times: a cap keeps a typo from filling the memory.
         if bad := {k: w for k, w in self.sft_skill_weights.items()
                    if isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= MAX_SFT_SKILL_WEIGHT}:
