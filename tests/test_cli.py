@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 import store
 from workbench.cli import main
 
@@ -41,6 +43,25 @@ def test_init_writes_a_starter_project_that_loads(tmp_path, capsys):
     cwd = os.getcwd()
     os.chdir(d)  # the starter config's paths are relative to its folder
     try:
-        check_sources(load_config("config.yaml"))
+        cfg = load_config("config.yaml")
+        check_sources(cfg)
     finally:
         os.chdir(cwd)
+    # The starter trains on its own files and scores with the verifier.py it wrote: the demo's verifier.
+    assert (cfg.tasks, cfg.held_out_eval, cfg.reward) == ("tasks.jsonl", "held_out.jsonl", "verifier.py")
+    from workbench.cli import _demo_config_path
+    from workbench.verifiers import builtin_verifier_code
+
+    demo = load_config(str(_demo_config_path()))
+    assert (d / "verifier.py").read_text() == builtin_verifier_code(demo.reward)
+
+
+def test_starter_config_replaces_keys_whatever_the_demos_values():
+    from workbench.cli import starter_config
+
+    text, reward = starter_config("name: demo\ntasks: builtin:other\nheld_out_eval: validation_wide\n"
+                                  "reward: tool_call_gated\nseed: 0\n")
+    assert reward == "tool_call_gated"
+    assert text == "name: demo\ntasks: tasks.jsonl\nheld_out_eval: held_out.jsonl\nreward: verifier.py\nseed: 0\n"
+    with pytest.raises(ValueError, match="'reward:'"):
+        starter_config("tasks: a\nheld_out_eval: b\nreward: x\nreward: y\n")
