@@ -133,6 +133,9 @@ def test_choices_come_from_the_literal_types(tmp_path):
         config_from_dict({"loss_type": "dr-grpo"})
     with pytest.raises(ConfigError, match=r"run\.yaml:1: dtype must be str, got 16 \(int\)"):
         load_config(write(tmp_path, "dtype: 16\n"))
+    assert CHOICES["sft_autocast"] == ("none", "bfloat16")
+    with pytest.raises(ConfigError, match=r"run\.yaml:2: sft_autocast: 'float16' is not one of"):
+        load_config(write(tmp_path, "sft_steps: 4\nsft_autocast: float16\n"))
 
 
 def test_grpo_maths_accepts_the_same_choices():

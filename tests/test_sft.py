@@ -111,3 +111,28 @@ def test_cosine_schedule_decays_the_rate_from_lr_towards_zero(tiny_policy: Polic
     assert rates == [1e-3] * 3
     with pytest.raises(ValueError, match="linear"):
         run_sft(tiny_policy, [(MESSAGES, ANSWER)], steps=1, schedule="linear")
+
+
+def _linear_output_dtypes(policy: Policy) -> tuple[list[torch.dtype], object]:
+    """Record the output dtype of the first LoRA-wrapped linear layer on every forward."""
+    seen: list[torch.dtype] = []
+    layer = next(m for name, m in policy.model.named_modules() if name.endswith("q_proj"))
+    return seen, layer.register_forward_hook(lambda _m, _i, out: seen.append(out.dtype))
+
+
+def test_bf16_autocast_runs_the_matmuls_in_bf16_and_keeps_float32_weights(tiny_policy: Policy) -> None:
+    examples = [(MESSAGES, ANSWER)]
+    frozen = torch.optim.SGD(tiny_policy.trainable_parameters(), lr=0.0)  # measure, don't move
+    seen, hook = _linear_output_dtypes(tiny_policy)
+    full = sft_step(tiny_policy, frozen, examples, prefill=PREFILL)
+    in_full = set(seen)
+    seen.clear()
+    mixed = sft_step(tiny_policy, frozen, examples, prefill=PREFILL, autocast=torch.bfloat16)
+    hook.remove()
+    assert (in_full, set(seen)) == ({torch.float32}, {torch.bfloat16})
+    assert mixed == pytest.approx(full, rel=2e-2)  # bf16 rounding, the same loss
+    before = [p.detach().clone() for p in tiny_policy.trainable_parameters()]
+    run_sft(tiny_policy, examples, steps=2, lr=1e-2, batch_size=1, prefill=PREFILL, autocast=torch.bfloat16)
+    after = list(tiny_policy.trainable_parameters())
+    assert all(p.dtype == torch.float32 for p in after)  # the LoRA weights (and so AdamW's state) stay float32
+    assert any(not torch.equal(b, a) for b, a in zip(before, after, strict=True))

@@ -287,3 +287,17 @@ def test_sft_skill_weights_repeat_the_weak_skills_examples_for_the_warm_up(tiny_
     assert {x.id for x in seen} == {x.id for x in t.train_tasks}
     assert t.rl_tasks == t.train_tasks  # GRPO's tasks are not weighted
     assert any(f"SFT draws from {len(seen)} examples of {len(t.train_tasks)} tasks" in m for m in logs)
+
+
+def test_sft_autocast_reaches_the_warm_up(tiny_model, tmp_path, verifier_path, monkeypatch):
+    import torch
+
+    import workbench.trainer as trainer_mod
+
+    seen: list = []
+    real = trainer_mod.run_sft
+    monkeypatch.setattr(trainer_mod, "run_sft", lambda *a, **kw: seen.append(kw["autocast"]) or real(*a, **kw))
+    for value in ("bfloat16", "none"):
+        Trainer(tiny_cfg(tiny_model, tmp_path, verifier_path, sft_steps=1, max_steps=0, sft_autocast=value),
+                store.open_db(tmp_path / f"{value}.db")).run()
+    assert seen == [torch.bfloat16, None]

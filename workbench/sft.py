@@ -8,6 +8,7 @@ text), so what SFT trains on is what the sampler sees after `render_prompt(messa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
@@ -69,8 +70,12 @@ def sft_rows(tokenizer: Any, examples: list[Example], *, prefill: str = "") -> t
 
 
 def sft_step(policy: Any, optimizer: torch.optim.Optimizer, examples: list[Example], *, prefill: str = "",
-             max_grad_norm: float | None = 1.0, rows_fn: RowsFn | None = None, sync: Any = None) -> float:
+             max_grad_norm: float | None = 1.0, rows_fn: RowsFn | None = None, sync: Any = None,
+             autocast: torch.dtype | None = None) -> float:
     """One optimizer step on the mean token cross-entropy of the answers; returns the loss.
+
+    `autocast` (e.g. torch.bfloat16): the forward runs under torch.autocast, so the matmuls (and, through
+    autograd, their backward) run in that dtype while the weights, gradients and AdamW keep their own.
 
     The examples' shared harness prefix runs once (`sequence_logprobs`); the loss equals HF's causal-LM
     loss with labels -100 on the prompt. With `sync` (workbench.distributed.RankSync: data-parallel ranks)
@@ -94,8 +99,11 @@ def sft_step(policy: Any, optimizer: torch.optim.Optimizer, examples: list[Examp
     pad = policy.tokenizer.pad_token_id if policy.tokenizer.pad_token_id is not None else 0
     nll, n_tokens, value = None, 0.0, 0.0
     if prompts:
-        logp, mask = sequence_logprobs(model, prompts, targets, 1.0, pad_token_id=pad)
-        nll, n_tokens = -logp.sum(), float(mask.sum())
+        device = next(model.parameters()).device
+        mixed = torch.autocast(device.type, dtype=autocast) if autocast is not None else contextlib.nullcontext()
+        with mixed:
+            logp, mask = sequence_logprobs(model, prompts, targets, 1.0, pad_token_id=pad)
+        nll, n_tokens = -logp.float().sum(), float(mask.sum())
     total = n_tokens if sync is None else sync.sum_floats([n_tokens])[0]  # the whole batch's answer tokens
     if nll is not None:
         loss = nll / max(total, 1.0)
@@ -124,6 +132,7 @@ def run_sft(
     rows_fn: RowsFn | None = None,
     sync: Any = None,
     schedule: str = "constant",
+    autocast: torch.dtype | None = None,
 ) -> list[float]:
     """Run `steps` AdamW steps over shuffled examples (reshuffled each epoch); returns the losses.
 
@@ -133,6 +142,7 @@ def run_sft(
     `on_step(step, loss)` is called after each step; returning False stops early (e.g. the UI cancelled).
     With `sync` (data-parallel ranks) every rank draws the same batches and trains on its share of each
     (`sft_step`): N ranks take the steps one process takes, each doing about 1/N of the work.
+    `autocast`: mixed precision for the forward and backward (`sft_step`).
     """
     if not examples:
         raise ValueError("run_sft needs at least one example")
@@ -152,7 +162,7 @@ def run_sft(
                 order = list(range(len(examples)))
                 rng.shuffle(order)
             picked.append(examples[order.pop()])
-        loss = sft_step(policy, optimizer, picked, prefill=prefill, rows_fn=rows_fn, sync=sync)
+        loss = sft_step(policy, optimizer, picked, prefill=prefill, rows_fn=rows_fn, sync=sync, autocast=autocast)
         losses.append(loss)
         if on_step is not None and on_step(step, loss) is False:
             break

@@ -255,6 +255,7 @@ class Trainer:
                 losses = run_sft(self.policy, examples, self.cfg.sft_steps, lr=self.cfg.sft_learning_rate,
                                  batch_size=self.cfg.sft_batch_size, seed=self.cfg.seed, prefill=self.harness.prefill,
                                  on_step=on_step, sync=self.grad_sync, schedule=self.cfg.sft_lr_schedule,
+                                 autocast=torch.bfloat16 if self.cfg.sft_autocast == "bfloat16" else None,
                                  rows_fn=native_sft_rows if self.cfg.tool_format == "native" else None)
         except Interrupted:  # stopped inside a step: that step never reached its optimizer step
             losses = []
