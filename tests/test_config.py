@@ -170,7 +170,7 @@ def test_ill_typed_value(tmp_path):
 
 
 def test_bad_choice_and_bad_yaml(tmp_path):
-    with pytest.raises(ConfigError, match=r"run\.yaml: algorithm: 'ppo' is not one of"):
+    with pytest.raises(ConfigError, match=r"run\.yaml:1: algorithm: 'ppo' is not one of"):
         load_config(write(tmp_path, "algorithm: ppo\n"))
     with pytest.raises(ConfigError, match=r"run\.yaml:3: not valid YAML"):
         load_config(write(tmp_path, "a: 1\nb: [1, 2\n"))

@@ -216,7 +216,7 @@ def test_config_reads_the_server_sections(tmp_path):
 
 @pytest.mark.parametrize("extra, line, message", [
     ("    timout_s: 3\n", 9, r"unknown key 'mcp_servers\.calendar\.timout_s'; did you mean 'mcp_servers\.calendar\.timeout_s'"),
-    ("    dangerous: [drop_tables]\n", 5, r"mcp_servers\.calendar\.dangerous: \['drop_tables'\] not in tools"),
+    ("    dangerous: [drop_tables]\n", 9, r"mcp_servers\.calendar\.dangerous: \['drop_tables'\] not in tools"),
     ("    timeout_s: fast\n", 9, r"mcp_servers\.calendar\.timeout_s must be float"),
     ("    env: {TZ: 1}\n", 9, r"mcp_servers\.calendar\.env must be dict\[str, str\]"),
 ])
