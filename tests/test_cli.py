@@ -54,14 +54,20 @@ def test_init_writes_a_starter_project_that_loads(tmp_path, capsys):
 
     demo = load_config(str(_demo_config_path()))
     assert (d / "verifier.py").read_text() == builtin_verifier_code(demo.reward)
+    from workbench.tasks import load_task_source
+
+    ids = [t.id for t in load_task_source(d / "held_out.jsonl", "held_out")]  # the demo's validation split
+    assert ids == [t.id for t in load_task_source(demo.held_out_eval, "held_out")]
 
 
 def test_starter_config_replaces_keys_whatever_the_demos_values():
     from workbench.cli import starter_config
 
-    text, reward = starter_config("name: demo\ntasks: builtin:other\nheld_out_eval: validation_wide\n"
-                                  "reward: tool_call_gated\nseed: 0\n")
-    assert reward == "tool_call_gated"
-    assert text == "name: demo\ntasks: tasks.jsonl\nheld_out_eval: held_out.jsonl\nreward: verifier.py\nseed: 0\n"
+    text, reward, validation = starter_config('name: demo\ntasks: builtin:other\nheld_out_eval: validation_wide\n'
+                                              'reward: "tool_call_gated"  # quoted\nlora:\n  reward: x\nseed: 0\n')
+    assert (reward, validation) == ("tool_call_gated", "validation_wide")
+    assert text == ("name: demo\ntasks: tasks.jsonl\nheld_out_eval: held_out.jsonl\nreward: verifier.py\n"
+                    "lora:\n  reward: x\nseed: 0\n")  # only top-level keys are replaced
+    assert starter_config("tasks: a\nheld_out_eval: tool_call_eval\nreward: r\n")[2] == "held_out"
     with pytest.raises(ValueError, match="'reward:'"):
         starter_config("tasks: a\nheld_out_eval: b\nreward: x\nreward: y\n")

@@ -104,19 +104,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     return print_report(args.db, args.run, mode=args.mode, as_json=args.json, n_events=args.events)
 
 
-def starter_config(demo_text: str) -> tuple[str, str]:
-    """(the demo config pointed at init's files, the built-in verifier the demo names). Keys are replaced by
-    name, whatever the demo's values are, so the starter's verifier.py is the one that scores (it once kept
-    `reward: tool_call_gated` beside a verifier.py nobody loaded)."""
-    reward = re.search(r"^reward:\s*(\S+)", demo_text, flags=re.M)
-    if reward is None:
-        raise ValueError("the demo config names no reward")
+def starter_config(demo_text: str) -> tuple[str, str, str]:
+    """(the demo config pointed at init's files, the built-in verifier the demo names, the built-in split its
+    validation is). Top-level keys are replaced by name, whatever the demo's values are, so the starter's
+    verifier.py is the one that scores (it once kept `reward: tool_call_gated` beside a verifier.py nobody
+    loaded) and held_out.jsonl is the demo's validation split."""
+    import yaml
+
+    demo = yaml.safe_load(demo_text)
+    reward, validation = demo.get("reward"), demo.get("held_out_eval", "tool_call_eval")
+    if not isinstance(reward, str) or not isinstance(validation, str):
+        raise ValueError("the demo config names no reward or no held_out_eval")
     text = demo_text
     for key, value in (("tasks", "tasks.jsonl"), ("held_out_eval", "held_out.jsonl"), ("reward", "verifier.py")):
         text, n = re.subn(rf"^{key}:.*$", f"{key}: {value}", text, flags=re.M)
         if n != 1:
             raise ValueError(f"the demo config has {n} '{key}:' lines, expected 1")
-    return text, reward.group(1)
+    return text, reward, "held_out" if validation == "tool_call_eval" else validation
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -125,11 +129,11 @@ def cmd_init(args: argparse.Namespace) -> int:
 
     d = Path(args.dir)
     d.mkdir(parents=True, exist_ok=True)
-    config_text, reward = starter_config(_demo_config_path().read_text())
+    config_text, reward, validation = starter_config(_demo_config_path().read_text())
     made = []
     for name, write in (
         ("tasks.jsonl", lambda p: write_builtin_jsonl(p, split="train")),
-        ("held_out.jsonl", lambda p: write_builtin_jsonl(p, split="held_out")),
+        ("held_out.jsonl", lambda p: write_builtin_jsonl(p, split=validation)),
         ("verifier.py", lambda p: p.write_text(builtin_verifier_code(reward))),
         ("config.yaml", lambda p: p.write_text(config_text)),
     ):

@@ -190,7 +190,7 @@ class Config:
     sft_batch_size: int = 8
     sft_lr_schedule: SftSchedule = "constant"  # or "cosine": from sft_learning_rate towards 0 over the SFT steps
     # bfloat16: the warm-up's matmuls run in bf16 (torch.autocast); weights, gradients and AdamW stay as loaded.
-    # The demo's warm-up ran 1.26x faster on a 2-core AVX512-BF16 CPU (docs/benchmarks.md); GRPO, evals unchanged.
+    # The demo's warm-up ran 1.26-1.35x faster on a 2-core AVX512-BF16 CPU (docs/benchmarks.md); GRPO, evals as before.
     sft_autocast: SftAutocast = "none"
     # Share of each tool's training phrasings kept out of the SFT warm-up, for GRPO alone (workbench/splits.py)
     grpo_holdout: float = 0.0

@@ -75,7 +75,8 @@ def sft_step(policy: Any, optimizer: torch.optim.Optimizer, examples: list[Examp
     """One optimizer step on the mean token cross-entropy of the answers; returns the loss.
 
     `autocast` (e.g. torch.bfloat16): the forward runs under torch.autocast, so the matmuls (and, through
-    autograd, their backward) run in that dtype while the weights, gradients and AdamW keep their own.
+    autograd, their backward) run in that dtype, the logits included (the log-probs are upcast after), while
+    the weights, gradients and AdamW keep their own dtype.
 
     The examples' shared harness prefix runs once (`sequence_logprobs`); the loss equals HF's causal-LM
     loss with labels -100 on the prompt. With `sync` (workbench.distributed.RankSync: data-parallel ranks)
