@@ -68,6 +68,5 @@ def test_starter_config_replaces_keys_whatever_the_demos_values():
     assert (reward, validation) == ("tool_call_gated", "validation_wide")
     assert text == ("name: demo\ntasks: tasks.jsonl\nheld_out_eval: held_out.jsonl\nreward: verifier.py\n"
                     "lora:\n  reward: x\nseed: 0\n")  # only top-level keys are replaced
-    assert starter_config("tasks: a\nheld_out_eval: tool_call_eval\nreward: r\n")[2] == "held_out"
     with pytest.raises(ValueError, match="'reward:'"):
         starter_config("tasks: a\nheld_out_eval: b\nreward: x\nreward: y\n")

@@ -105,8 +105,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def starter_config(demo_text: str) -> tuple[str, str, str]:
-    """(the demo config pointed at init's files, the built-in verifier the demo names, the built-in split its
-    validation is). Top-level keys are replaced by name, whatever the demo's values are, so the starter's
+    """(the demo config pointed at init's files, the built-in verifier the demo names, the built-in task
+    source its validation is). Top-level keys are replaced by name, whatever the demo's values are, so the starter's
     verifier.py is the one that scores (it once kept `reward: tool_call_gated` beside a verifier.py nobody
     loaded) and held_out.jsonl is the demo's validation split."""
     import yaml
@@ -120,11 +120,11 @@ def starter_config(demo_text: str) -> tuple[str, str, str]:
         text, n = re.subn(rf"^{key}:.*$", f"{key}: {value}", text, flags=re.M)
         if n != 1:
             raise ValueError(f"the demo config has {n} '{key}:' lines, expected 1")
-    return text, reward, "held_out" if validation == "tool_call_eval" else validation
+    return text, reward, validation
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from workbench.tasks import write_builtin_jsonl
+    from workbench.tasks import load_task_source, write_builtin_jsonl, write_tasks_jsonl
     from workbench.verifiers import builtin_verifier_code
 
     d = Path(args.dir)
@@ -133,7 +133,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     made = []
     for name, write in (
         ("tasks.jsonl", lambda p: write_builtin_jsonl(p, split="train")),
-        ("held_out.jsonl", lambda p: write_builtin_jsonl(p, split=validation)),
+        ("held_out.jsonl", lambda p: write_tasks_jsonl(p, load_task_source(validation, "held_out"))),
         ("verifier.py", lambda p: p.write_text(builtin_verifier_code(reward))),
         ("config.yaml", lambda p: p.write_text(config_text)),
     ):

@@ -100,11 +100,10 @@ def sft_step(policy: Any, optimizer: torch.optim.Optimizer, examples: list[Examp
     pad = policy.tokenizer.pad_token_id if policy.tokenizer.pad_token_id is not None else 0
     nll, n_tokens, value = None, 0.0, 0.0
     if prompts:
-        device = next(model.parameters()).device
-        mixed = torch.autocast(device.type, dtype=autocast) if autocast is not None else contextlib.nullcontext()
-        with mixed:
+        mixed = torch.autocast(policy.device.type, dtype=autocast) if autocast is not None else contextlib.nullcontext()
+        with mixed:  # token_logprobs upcasts the logits, so the loss is float32 either way
             logp, mask = sequence_logprobs(model, prompts, targets, 1.0, pad_token_id=pad)
-        nll, n_tokens = -logp.float().sum(), float(mask.sum())
+        nll, n_tokens = -logp.sum(), float(mask.sum())
     total = n_tokens if sync is None else sync.sum_floats([n_tokens])[0]  # the whole batch's answer tokens
     if nll is not None:
         loss = nll / max(total, 1.0)

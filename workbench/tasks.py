@@ -306,11 +306,15 @@ def task_to_line(task: Task) -> dict[str, Any]:
     return d
 
 
-def write_builtin_jsonl(path: str | Path, split: str | None = None) -> int:
-    """Write the built-in tasks as an editable JSONL file (for `workbench init`); returns the line count."""
-    tasks = builtin_tasks(split)
+def write_tasks_jsonl(path: str | Path, tasks: list[Task]) -> int:
+    """Write tasks as an editable JSONL file (for `workbench init`); returns the line count."""
     Path(path).write_text("".join(json.dumps(task_to_line(t)) + "\n" for t in tasks), encoding="utf-8")
     return len(tasks)
+
+
+def write_builtin_jsonl(path: str | Path, split: str | None = None) -> int:
+    """Write the built-in tasks (of one split, or train + validation) as an editable JSONL file."""
+    return write_tasks_jsonl(path, builtin_tasks(split))
 
 
 BUILTIN_SOURCES = ("builtin:calendar", "builtin:calendar_mt", "builtin:calendar_calls", "tool_call_eval", "train",
