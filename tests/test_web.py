@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -59,17 +60,26 @@ def served(fake):
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "workbench.cli", "serve", "--port", str(port), "--db", str(fake.db_path)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )
+    found: dict[str, str] = {}
+
+    def read() -> None:  # the printed URL (it carries the access token); then keep the pipe drained
+        for line in proc.stdout:
+            m = re.search(r"open (http://\S+)", line)
+            if m:
+                found["url"] = m.group(1)
+
+    threading.Thread(target=read, daemon=True).start()
 
     def listening() -> bool:
-        assert proc.poll() is None, proc.stdout.read().decode(errors="replace")
+        assert proc.poll() is None, "the server exited"
         with socket.socket() as s:
-            return s.connect_ex(("127.0.0.1", port)) == 0
+            return "url" in found and s.connect_ex(("127.0.0.1", port)) == 0
 
     try:
         wait_for(listening, "the server to listen")
-        yield f"http://127.0.0.1:{port}", fake
+        yield found["url"], fake
     finally:
         os.killpg(proc.pid, signal.SIGTERM)  # the server and the app processes it started
         try:
