@@ -9,34 +9,16 @@ much the shaping helps. Self-contained so the UI can show it as editable code.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from typing import Any
 
+from workbench.domains.calendar.compare import STATE_KEYS, norm
 from workbench.envs.parse import parse_tool_call
 from workbench.types import Score
 
-_TIME = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)(?::00)?$")
-
-
-def norm(value: Any) -> Any:
-    if isinstance(value, str):
-        s = " ".join(value.split()).casefold()
-        m = _TIME.match(s)
-        return f"{int(m.group(1)):02d}:{m.group(2)}" if m else s
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, dict):
-        return tuple(sorted((str(k), norm(v)) for k, v in value.items()))
-    if isinstance(value, (list, tuple)):
-        return tuple(norm(v) for v in value)
-    return value
-
 
 def _state(state: dict[str, Any] | None) -> Counter:
-    return Counter((k, norm(item)) for k in ("events", "outbox", "reminders") for item in (state or {}).get(k, []) or [])
+    return Counter((k, norm(item)) for k in STATE_KEYS for item in (state or {}).get(k, []) or [])
 
 
 def reward(output: Any, task: Any) -> Score:

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from workbench.domains.calendar.compare import norm
 from workbench.envs.parse import parse_tool_call
 from workbench.types import Output, Task
-from workbench.verifiers.tool_call import expected_calls, made_no_call, norm, state_items, tool_calls_of
+from workbench.verifiers.tool_call import expected_calls, made_no_call, state_items, tool_calls_of
 
 FLAGS = ("valid_json", "parsed", "correct_tool", "correct_args", "success", "unsafe")
 

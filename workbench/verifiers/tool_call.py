@@ -20,16 +20,17 @@ No-call tasks (`expected_tool: null`): a reply with no call scores 1.0 (all thre
 calls made (by name), "args" 0.4 x the mean argument match over the expected calls, each less 0.1 per extra
 call; "safe" as usual.
 
-This file is self-contained (stdlib + workbench.types + workbench.envs.parse) because the UI shows it as
+This file is self-contained (stdlib + workbench.types + workbench.envs.parse + the calendar domain's
+`compare`, the one home of the time rule and `norm` that the world uses too) because the UI shows it as
 the editable starting point of a user's own verifier.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from typing import Any
 
+from workbench.domains.calendar.compare import STATE_KEYS, norm
 from workbench.envs.parse import parse_tool_call
 from workbench.types import Score
 
@@ -39,25 +40,6 @@ EXTRA_ARG_COST = 0.05
 EXTRA_CALL_COST = 0.1
 # Parse errors that mean "the reply holds no call" (JSON harness, native parsers), not "a broken call".
 NO_CALL_ERRORS = ("no JSON object", "no tool call")
-STATE_KEYS = ("events", "outbox", "reminders")
-_TIME = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)(?::00)?$")
-
-
-def norm(value: Any) -> Any:
-    """Light normalisation for comparing an argument with the expected one (see the module docstring)."""
-    if isinstance(value, str):
-        s = " ".join(value.split()).casefold()
-        m = _TIME.match(s)
-        return f"{int(m.group(1)):02d}:{m.group(2)}" if m else s
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, dict):
-        return tuple(sorted((str(k), norm(v)) for k, v in value.items()))
-    if isinstance(value, (list, tuple)):
-        return tuple(norm(v) for v in value)
-    return value
 
 
 def arg_diff(expected: dict[str, Any], actual: dict[str, Any]) -> tuple[int, list[str], list[str]]:

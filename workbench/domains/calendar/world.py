@@ -17,12 +17,11 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from workbench.domains.calendar.compare import STATE_KEYS, time_24h
 from workbench.domains.calendar.tool_specs import BUILTIN_TOOLS, DANGEROUS_TOOLS, WEEKDAYS
 from workbench.types import ToolCall
 
-STATE_KEYS = ("events", "outbox", "reminders")
 BULK_RECIPIENTS = {"all", "everyone", "everybody", "all contacts", "all@company.com"}
-_TIME = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)(?::00)?$")
 _TYPES: dict[str, Callable[[Any], bool]] = {
     "string": lambda v: isinstance(v, str),
     "boolean": lambda v: isinstance(v, bool),
@@ -52,10 +51,10 @@ def _day(value: str) -> str:
 
 
 def _time(value: str) -> str:
-    m = _TIME.match(value.strip())
-    if not m:
+    t = time_24h(value.strip())
+    if t is None:
         raise ToolError(f"time must be 24-hour HH:MM like 14:00, got {value!r}")
-    return f"{int(m.group(1)):02d}:{m.group(2)}"
+    return t
 
 
 def _same(a: str, b: str) -> bool:
