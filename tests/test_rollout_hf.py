@@ -233,3 +233,23 @@ def test_a_shared_harness_prefix_is_prefilled_once_and_changes_nothing(policy: P
         [alone] = engine.generate([p], 1, max_new_tokens=8, temperature=0.0, stop_token_ids=[])
         assert group[0].token_ids == alone[0].token_ids == hf_greedy(policy, p, 8)
         assert torch.allclose(torch.tensor(group[0].logprobs), torch.tensor(alone[0].logprobs), atol=1e-4)
+
+
+@pytest.mark.parametrize("engine_cls", ["hf", "hf_generate"])
+def test_both_local_engines_refuse_bad_arguments_alike(policy: Policy, engine_cls: str) -> None:
+    # The checks live once in rollout.base; each engine calls them before it touches the model.
+    from workbench.rollout.hf_generate import HFGenerateEngine
+
+    engine = HFEngine(policy) if engine_cls == "hf" else HFGenerateEngine(policy)
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        engine.generate(prompts(policy), 0, max_new_tokens=2, temperature=1.0)
+    with pytest.raises(ValueError, match="every prompt needs at least one token"):
+        engine.generate([[1, 2], []], 2, max_new_tokens=2, temperature=1.0)
+
+
+def test_the_argument_checks_exist_once() -> None:
+    from pathlib import Path
+
+    rollout = Path(__file__).resolve().parents[1] / "workbench" / "rollout"
+    holders = [p.name for p in sorted(rollout.glob("*.py")) if "needs at least one token" in p.read_text()]
+    assert holders == ["base.py"]

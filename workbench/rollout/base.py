@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from workbench.types import Completion
+
+
+def check_generate_args(prompts: Sequence[Sequence[int]], n: int) -> None:
+    """The checks every engine's `generate` makes before it samples: a ValueError naming what is wrong."""
+    if n < 1:
+        raise ValueError("n must be >= 1")
+    if any(not p for p in prompts):
+        raise ValueError("every prompt needs at least one token")
 
 
 @runtime_checkable

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from workbench.rollout.base import check_generate_args
 from workbench.rollout.kv_cache import growing_cache
 from workbench.rollout.prompt import common_prefix_len
 from workbench.safe_points import DECODE_EVERY
@@ -150,10 +151,7 @@ class HFEngine:
         """See `RolloutEngine.generate`. Deterministic for a given seed (and batch composition).
         `on_tokens(decode_steps_so_far)` is called every `DECODE_EVERY` decode steps: a safe point (it may
         block, or raise to abandon the call)."""
-        if n < 1:
-            raise ValueError("n must be >= 1")
-        if any(not p for p in prompts):
-            raise ValueError("every prompt needs at least one token")
+        check_generate_args(prompts, n)
         model = self.policy.model
         stops = list(stop_token_ids) if stop_token_ids is not None else list(self.policy.eos_token_ids)
         device = next(model.parameters()).device

