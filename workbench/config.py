@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import yaml
 
+from workbench.model_fetch import packaged_model
 from workbench.skills import SKILL_LABELS, is_skill
 
 DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")  # `device`; resolved to a torch device by workbench/devices.py
@@ -151,7 +152,8 @@ class Config:
     # json: the project's harness (system prompt listing the tools, example, prefill), for templates without
     # tools (SmolLM2). native: the model's chat template renders OpenAI tool specs and the turns, and its own
     # call format is parsed (tool_parser: auto reads it from the template). See docs/design.md.
-    tool_format: ToolFormat = "json"
+    # None (unset): native for the packaged Qwen models (their template renders tools), json otherwise.
+    tool_format: ToolFormat | None = None
     tool_parser: ToolParser = "auto"
     harness: HarnessConfig = field(default_factory=HarnessConfig)
     mcp_servers: dict[str, McpServerConfig] = field(default_factory=dict)  # env: mcp, by server name
@@ -228,6 +230,8 @@ class Config:
     log_to: LogTo = "none"  # also write step metrics as TensorBoard event files (<run dir>/tensorboard)
 
     def __post_init__(self) -> None:
+        if self.tool_format is None:
+            self.tool_format = "native" if packaged_model(str(self.model)) is not None else "json"
         for key, allowed in CHOICES.items():
             value = getattr(self, key)
             if value is None and key in PRESET_KEYS:

