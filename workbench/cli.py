@@ -52,28 +52,48 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    import dataclasses
+
     from rich.console import Console
     from rich.table import Table
 
-    from workbench.config import Config
+    from workbench.config import Config, ConfigError, load_config
     from workbench.envs import env_for_config
+    from workbench.envs.tool_parsers import TemplateError
     from workbench.eval import evaluate
     from workbench.models import load_policy
     from workbench.rollout.hf_generate import local_engine
     from workbench.tasks import load_task_source
 
-    cfg = Config(model=args.model, adapter="lora")
-    tasks = load_task_source(args.tasks, "held_out")
+    # The config file's model, tool format, parser, harness and env (with --config), the flags over it; without
+    # --config the model's own default format (json; native for the packaged Qwen models).
+    cfg = load_config(args.config) if args.config else Config(model=args.model or "smollm2-135m")
+    changes = {k: v for k, v in (("model", args.model), ("tool_format", args.tool_format),
+                                 ("tool_parser", args.tool_parser)) if v is not None}
+    cfg = dataclasses.replace(cfg, adapter="lora", **changes)  # replace re-checks the values
+    task_source = args.tasks or (cfg.held_out_eval if args.config else "tool_call_eval")
+    max_new_tokens = args.max_new_tokens or (cfg.max_completion_length if args.config else 64)
+    tasks = load_task_source(task_source, "held_out")
     if args.limit:
         tasks = tasks[: args.limit]
     policy = load_policy(cfg.model, adapter="lora", adapter_path=args.adapter)
-    result = evaluate(local_engine(policy), policy.tokenizer, env_for_config(cfg), tasks,
-                      max_new_tokens=args.max_new_tokens, samples=args.samples, temperature=args.temperature,
-                      stop_token_ids=policy.eos_token_ids)
+    try:
+        env = env_for_config(cfg, policy.tokenizer)  # native: the parser is read from this model's template
+    except TemplateError as exc:
+        raise ConfigError(f"{args.config or 'workbench eval'}: {exc}") from None
+    try:
+        result = evaluate(local_engine(policy), policy.tokenizer, env, tasks,
+                          max_new_tokens=max_new_tokens, samples=args.samples, temperature=args.temperature,
+                          stop_token_ids=policy.eos_token_ids)
+    finally:
+        if hasattr(env, "close"):  # env: mcp runs server processes
+            env.close()
     if args.json:
         print(json.dumps(result.metrics, indent=2))
         return 0
-    table = Table(title=f"{args.tasks}: {len(tasks)} tasks, {'greedy' if not args.samples else f'{args.samples} samples'}")
+    fmt = cfg.tool_format if cfg.tool_format == "json" else f"native, {getattr(env, 'parser', None)} parser"
+    table = Table(title=f"{task_source}: {len(tasks)} tasks, {'greedy' if not args.samples else f'{args.samples} samples'}"
+                        f", {fmt}")
     table.add_column("metric")
     table.add_column("value", justify="right")
     for k, v in result.metrics.items():
@@ -295,12 +315,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="validate the config, its tasks and verifier, then exit (no run, no database)")
     p.set_defaults(fn=cmd_train)
     p = sub.add_parser("eval", help="held-out metrics of a model (+ adapter) on a tasks file")
-    p.add_argument("--tasks", default="tool_call_eval", help="a .jsonl file or a built-in split")
-    p.add_argument("--model", default="smollm2-135m")
+    p.add_argument("--config", metavar="FILE",
+                   help="a run config: its model, tool_format, tool_parser, harness, env, held_out_eval and "
+                   "max_completion_length (the flags below override them)")
+    p.add_argument("--tasks", help="a .jsonl file or a built-in split (default: the config's held_out_eval, "
+                   "else tool_call_eval)")
+    p.add_argument("--model", help="default: the config's, else smollm2-135m")
+    p.add_argument("--tool-format", choices=("json", "native"),
+                   help="json: the project's harness; native: the model's chat template and call format "
+                   "(default: the config's, else native for the packaged Qwen models, json otherwise)")
+    p.add_argument("--tool-parser", choices=("auto", "hermes", "llama3_json", "mistral", "nemotron"),
+                   help="native only: the call format (default: the config's, else auto, read from the template)")
     p.add_argument("--adapter", help="a checkpoint's adapter folder")
     p.add_argument("--samples", type=int, default=0, help="sampled eval with N samples a task (0: greedy)")
     p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--max-new-tokens", type=int,
+                   help="default: the config's max_completion_length, else 64")
     p.add_argument("--limit", type=int)
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_eval)
