@@ -81,10 +81,6 @@ def unmark_pausing(db: sqlite_utils.Database, run_id: int) -> None:
     )
 
 
-def update_config(db: sqlite_utils.Database, run_id: int, config: dict[str, Any]) -> None:
-    db.execute("UPDATE runs SET config = ?, updated = ? WHERE id = ?", [dumps(config), now(), run_id])
-
-
 def pid_alive(pid: int) -> bool:
     """Whether process `pid` exists on this host (a zombie, killed but not yet reaped, counts as gone).
     When in doubt it says alive: the caller then falls back to the heartbeat rule."""

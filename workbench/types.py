@@ -155,9 +155,6 @@ class Score:
         if math.isnan(self.total) or math.isinf(self.total):
             raise ValueError("Score.total is NaN or infinite")
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
 
 @dataclass
 class Completion:
