@@ -305,16 +305,6 @@ def group_members(db: sqlite_utils.Database, trajectory_id: int) -> list[dict[st
     ))
 
 
-def step_rewards(db: sqlite_utils.Database, run_id: int, step: int, split: str = "train") -> list[dict[str, Any]]:
-    return decode(
-        db.execute(
-            "SELECT id, reward, reward_parts, error FROM trajectories WHERE run_id = ? AND step = ? AND split = ? "
-            "AND superseded = 0 ORDER BY id",
-            [run_id, step, split],
-        )
-    )
-
-
 def last_trajectories(db: sqlite_utils.Database, run_id: int, n: int, *, split: str = "train") -> list[dict[str, Any]]:
     """The newest n live trajectories with their messages (what a verifier dry run re-scores)."""
     return expand(db, decode(

@@ -185,7 +185,7 @@ ONE_IN_EIGHT = (
 def with_verifier(db, run_id, path, code):
     path.write_text(code)
     cfg = store.runs.get_run(db, run_id)["config"]
-    store.runs.update_config(db, run_id, {**cfg, "reward": str(path)})
+    db.execute("UPDATE runs SET config = ? WHERE id = ?", [store.db.dumps({**cfg, "reward": str(path)}), run_id])
 
 
 def test_verifier_error_budget_pauses_with_the_reason_then_resume_goes_on(run, tmp_path):
@@ -243,7 +243,7 @@ def test_crash_is_recorded_with_traceback(run, tmp_path):
     db_path, db, run_id, procs = run
     cfg = store.runs.get_run(db, run_id)["config"]
     cfg["model"] = str(tmp_path / "no_such_model")
-    store.runs.update_config(db, run_id, cfg)
+    db.execute("UPDATE runs SET config = ? WHERE id = ?", [store.db.dumps(cfg), run_id])
     p = start_worker(db_path, run_id)
     procs.append(p)
     assert p.wait(timeout=120) != 0
