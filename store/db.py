@@ -20,15 +20,21 @@ from store.schema import MIGRATIONS, SCHEMA_VERSION
 
 
 class StoreError(Exception):
-    """A database that cannot be used, with a message that names the file and says what to do."""
+    """A database that cannot be used, with a message that names the file and says what to do.
+    `exit_code`: what `workbench` exits with (the kinds' table is in workbench/errors.py, which the store
+    may not import)."""
+
+    exit_code = 2
 
 
 class SchemaTooNewError(StoreError):
-    pass
+    exit_code = 6
 
 
 class DiskFullError(StoreError):
     """A write the disk refused (full, over a file-size limit, failing); the transaction was rolled back whole."""
+
+    exit_code = 7
 
 
 def now() -> float:

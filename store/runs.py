@@ -19,6 +19,8 @@ STATUSES = ("created", "starting", "running", "pausing", "paused", "stopping", "
 class RunLockedError(StoreError):
     """Another live worker holds this run."""
 
+    exit_code = 8
+
 
 def create_run(
     db: sqlite_utils.Database, *, name: str, model: str, config: dict[str, Any], harness: dict | None = None

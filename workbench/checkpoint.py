@@ -18,10 +18,12 @@ from typing import Any
 
 import torch
 
+from workbench.errors import StoredDataError
+
 MANIFEST = "manifest.json"
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(StoredDataError, RuntimeError):
     """A checkpoint that cannot be used; the message names the file and what is wrong with it."""
 
 

@@ -395,21 +395,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from store import StoreError
-    from workbench.checkpoint import CheckpointError
-    from workbench.config import ConfigError
-    from workbench.export import ExportError
-    from workbench.export_model import ExportModelError
-    from workbench.models import ModelNotFoundError
-    from workbench.rollout.vllm import BackendUnavailable
-    from workbench.tasks import TaskFileError
-    from workbench.verifiers import VerifierError
+    from workbench.errors import WorkbenchError, exit_code_of
 
     try:
         return args.fn(args)
-    except (ConfigError, StoreError, TaskFileError, VerifierError, ModelNotFoundError, BackendUnavailable,
-            CheckpointError, FileNotFoundError, ExportError, ExportModelError) as exc:  # the user's input: say what is wrong, no traceback
+    # Say what is wrong, no traceback, and exit with the kind's code (workbench/errors.py). The store's
+    # errors cannot derive from WorkbenchError (the store imports no workbench) but carry the same exit_code.
+    except (WorkbenchError, StoreError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return exit_code_of(exc)
 
 
 if __name__ == "__main__":

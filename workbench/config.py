@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import yaml
 
+from workbench.errors import InputError
 from workbench.model_fetch import packaged_model
 from workbench.skills import SKILL_LABELS, is_skill
 
@@ -56,7 +57,7 @@ ToolParser = Literal["auto", "hermes", "llama3_json", "mistral", "nemotron"]
 LogTo = Literal["none", "tensorboard"]
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError, ValueError):
     pass
 
 

@@ -58,6 +58,7 @@ import torch.distributed as dist
 import store
 from workbench import checkpoint as ckpt
 from workbench.devices import resolve_device
+from workbench.errors import RunLostError
 from workbench.eval import EvalResult, summarize
 from workbench.safe_points import Throttle
 from workbench.trainer import Hooks, Trainer, run_dir_for
@@ -73,7 +74,7 @@ GRACE_S = 10.0  # the launcher: a rank's peers get this long after SIGTERM befor
 STOP_WAIT_S = 300.0  # the launcher's SIGTERM: how long the ranks get to reach a meeting and stop there
 
 
-class RankLost(RuntimeError):
+class RankLost(RunLostError, RuntimeError):
     """A collective failed: another rank died or left. The run stops; `--resume` continues it."""
 
 

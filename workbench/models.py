@@ -25,6 +25,7 @@ from typing import Any, Literal
 import torch
 
 from workbench.devices import resolve_device, resolve_dtype
+from workbench.errors import UnavailableError
 from workbench.model_fetch import (
     PACKAGED_MODELS,
     ModelFetchError,
@@ -43,7 +44,7 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 _HUB_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.tiktoken"]
 
 
-class ModelNotFoundError(RuntimeError):
+class ModelNotFoundError(UnavailableError, RuntimeError):
     """The model name is neither the embedded default, a local HF folder, nor a hub id we could get."""
 
 

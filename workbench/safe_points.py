@@ -14,10 +14,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from workbench.errors import InternalError
+
 DECODE_EVERY = 4  # decode steps between safe points (a step is ~10-100 ms on a CPU: well under 1 s)
 
 
-class Interrupted(Exception):
+class Interrupted(InternalError):
     """A stop was requested at a safe point inside a long operation: drop its partial work."""
 
 

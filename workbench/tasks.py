@@ -22,6 +22,7 @@ from workbench.domains.calendar import (
     builtin_multi_turn_tasks,
     builtin_tasks,
 )
+from workbench.errors import InputError
 from workbench.types import Task
 
 TASK_FIELDS = {
@@ -34,7 +35,7 @@ MESSAGE_ROLES = ("system", "user", "assistant", "tool")
 MAX_REPORTED = 20
 
 
-class TaskFileError(ValueError):
+class TaskFileError(InputError, ValueError):
     """Every problem found in a task file; `errors` holds (path, line, field, reason) tuples (line 0: the
     whole file)."""
 

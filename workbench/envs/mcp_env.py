@@ -34,6 +34,7 @@ from workbench.envs.harness import Harness
 from workbench.envs.native import UNRESOLVED_PARSER, assistant_message, call_id, task_messages
 from workbench.envs.parse import parse_tool_call
 from workbench.envs.tool_parsers import NO_CALL, parse_reply
+from workbench.errors import InputError
 from workbench.mcp_client import ServerFailed, ServerPool, ServerProcess
 from workbench.tasks import openai_tool_spec
 from workbench.types import Output, Task, ToolCall
@@ -41,7 +42,7 @@ from workbench.types import Output, Task, ToolCall
 FINISH = "finish"
 
 
-class McpConfigError(ValueError):
+class McpConfigError(InputError, ValueError):
     """A server section that does not match its server; `key` is the config path it is about
     (e.g. `mcp_servers.calendar.tools`), so a checker can point at its line."""
 

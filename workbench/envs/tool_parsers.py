@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from workbench.errors import InputError
 from workbench.types import ToolCall
 
 NO_CALL = "no tool call"
@@ -177,7 +178,7 @@ TEMPLATE_MARKERS: tuple[tuple[str, str], ...] = (
 )
 
 
-class TemplateError(ValueError):
+class TemplateError(InputError, ValueError):
     """The chat template cannot do native tool calling (and no parser was named)."""
 
 

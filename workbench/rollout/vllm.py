@@ -30,6 +30,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from workbench.errors import UnavailableError
 from workbench.rollout.base import check_generate_args
 from workbench.types import Completion
 
@@ -37,7 +38,7 @@ INSTALL_HINT = ("pip install 'agent-workbench[vllm]' on a GPU machine, or 'agent
                 "(`make test-vllm` sets up such a venv); or set rollout: hf")
 
 
-class BackendUnavailable(RuntimeError):
+class BackendUnavailable(UnavailableError, RuntimeError):
     pass
 
 

@@ -36,10 +36,11 @@ import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from workbench.errors import InputError, InternalError
 from workbench.types import Output, Score, Task
 
 
-class VerifierError(Exception):
+class VerifierError(InputError):
     """A verifier could not be loaded (bad name, missing file, no usable `reward`)."""
 
 
@@ -72,7 +73,7 @@ def short_error(e: BaseException, filename: str) -> str:
     return f"{msg[:300]} (line {line})" if line else msg[:300]
 
 
-class BadReturn(ValueError):
+class BadReturn(InternalError, ValueError):
     """`reward` returned something that is not a finite float or a well-formed Score; the message says what."""
 
 

@@ -19,6 +19,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from workbench.errors import InternalError
 from workbench.types import Output, Score, Task
 
 DEFAULT_RUBRIC = (
@@ -38,7 +39,7 @@ _SCORE = re.compile(r"score\s*(?:[:=]|of|is)?\s*(-?\d+(?:\.\d+)?)(?:\s*/\s*10)?"
 _LEADING = re.compile(r"^\s*(-?\d+(?:\.\d+)?)(?:\s*/\s*10)?\b")
 
 
-class JudgeTimeout(TimeoutError):
+class JudgeTimeout(InternalError, TimeoutError):
     pass
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from workbench.domains.calendar.compare import STATE_KEYS, time_24h
 from workbench.domains.calendar.tool_specs import BUILTIN_TOOLS, DANGEROUS_TOOLS, WEEKDAYS
+from workbench.errors import InternalError
 from workbench.types import ToolCall
 
 BULK_RECIPIENTS = {"all", "everyone", "everybody", "all contacts", "all@company.com"}
@@ -32,7 +33,7 @@ _TYPES: dict[str, Callable[[Any], bool]] = {
 }
 
 
-class ToolError(Exception):
+class ToolError(InternalError):
     """A call the tool rejects (bad args, unknown tool): the agent sees the message as the observation."""
 
 
