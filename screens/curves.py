@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -39,6 +40,19 @@ def downsample(xs: Sequence[float], ys: Sequence[float], max_points: int) -> tup
         out_x.append(sum(xs[a:b]) / (b - a))
         out_y.append(sum(ys[a:b]) / (b - a))
     return out_x, out_y
+
+
+def step_ticks(xs: Sequence[float], width: int, *, label_cells: int = 6) -> list[int]:
+    """Whole-step tick positions for a plot `width` cells wide: 1, 2, 5, 10, 20, 50... steps apart, so the
+    axis reads 0 2 4 6 and never 1.0 2.8 4.5 (plotext's own ticks split the range evenly)."""
+    if not xs:
+        return []
+    lo, hi = math.ceil(min(xs)), math.floor(max(xs))
+    if hi < lo:
+        return [round(min(xs))]
+    most = max(2, width // label_cells)
+    gap = next(g for g in (m * 10 ** e for e in range(12) for m in (1, 2, 5)) if (hi - lo) / g <= most - 1)
+    return list(range(math.ceil(lo / gap) * gap, hi + 1, gap))
 
 
 class StepSeries:

@@ -337,7 +337,11 @@ class DashboardScreen(Screen):
     # ---- actions -------------------------------------------------------------------------------------
 
     def on_rollouts_pane_open(self, message: RolloutsPane.Open) -> None:
+        from screens.trajectory_screen import TrajectoryScreen
+
         self.wb.open_trajectories(anchor_id=message.trajectory_id)
+        if isinstance(self.app.screen, TrajectoryScreen):  # a row is a group: open it as one (g toggles)
+            self.app.screen.group_view = True
 
     def highlighted_rollout(self) -> int | None:
         rollouts = self.query_one(RolloutsPane)

@@ -16,6 +16,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual_plotext import PlotextPlot
 
+from screens.curves import step_ticks
 from screens.format import num, pct
 from workbench.view import (
     Checkpoint,
@@ -181,6 +182,8 @@ class EvalsScreen(Screen):
         base = next((e.success for e in evals if e.is_baseline), None)
         if xs:
             plt.plot(xs, ys, marker="braille", color="cyan")
+            ticks = step_ticks(xs, plot.size.width - 8)
+            plt.xticks(ticks, [str(t) for t in ticks])
         if base is not None:
             plt.hline(base, "yellow")
         if not xs and base is None:

@@ -79,7 +79,9 @@ class TrajectoryScreen(Screen):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        self.query_one("#group").display = False
+        # Opened on a group (the live pane's Enter sets group_view first): the members side by side.
+        self.query_one("#group").display = self.group_view
+        self.query_one("#traj-body").display = not self.group_view
         assert self.wb.run_id is not None and self.wb.view is not None
         self.browser = Browser(TrajectoryFilter(self.wb.run_id, task_id=self.initial_task))
         anchor = self.wb.view.trajectory(self.anchor_id) if self.anchor_id is not None else None

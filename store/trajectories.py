@@ -40,7 +40,8 @@ _INSERT_SQL = (
 # Summary columns for list views: everything but the (large) messages.
 LIST_COLUMNS = (
     "id, run_id, step, split, task_id, group_idx, sample_idx, completion, tool_calls, reward, reward_parts, "
-    "explanation, verifier_id, advantage, tokens, truncated, latency, error, outcome, superseded, created"
+    "explanation, verifier_id, advantage, tokens, truncated, latency, error, outcome, superseded, eval_id, checkpoint_id, "
+    "created"
 )
 
 

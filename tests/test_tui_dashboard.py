@@ -28,6 +28,15 @@ def open_db(fake):
     return store.open_db(fake.db_path)
 
 
+def live_groups(fake) -> set[str]:
+    """The run's live groups as the live pane keys them: (step, split, group, eval)."""
+    db = open_db(fake)
+    rows = db.execute("SELECT DISTINCT step, split, group_idx, eval_id FROM trajectories "
+                      "WHERE run_id = ? AND superseded = 0", [fake.run_id]).fetchall()
+    db.conn.close()
+    return {f"{s}:{sp}:{g}:{'' if e is None else e}" for s, sp, g, e in rows}
+
+
 def pending_kinds(fake) -> list[str]:
     return [c["kind"] for c in pending_commands(fake)]
 
@@ -38,10 +47,13 @@ async def test_dashboard_fills_all_panes(fake):
         dash = await open_dashboard(pilot)
         db = open_db(fake)
         n_stats = len(tasks.task_stats(db, fake.run_id))
-        n_rows = trajectories.count_trajectories(db, fake.run_id)
         db.conn.close()
         assert dash.query_one(TasksPane).query_one(DataTable).row_count == n_stats == 6  # 4 train + 2 held-out
-        assert dash.query_one(RolloutsPane).table.row_count == n_rows
+        # One row per group: 6 steps x 2 groups of 4, and 2 evals x 2 held-out tasks (52 trajectories).
+        rollouts = dash.query_one(RolloutsPane)
+        assert {k.value for k in rollouts.table.rows} == live_groups(fake)
+        assert len(live_groups(fake)) == 16
+        assert all(len(g.members) == 4 for g in rollouts.groups.values() if g.key[1] == "train")
         status = plain(dash.query_one(StatusBar))
         for part in ("fake-grpo", "running", "step 5/100", "tool_call_verifier v1", "ckpt @5", "worker ✓", "ETA"):
             assert part in status, part
@@ -123,23 +135,25 @@ async def test_stop_before_the_first_checkpoint_says_nothing_is_saved(tmp_path):
 
 
 async def test_live_pane_picks_up_rows_written_after_start_and_keeps_n(fake):
-    app = WorkbenchApp(fake.db_path, poll_s=0.1, live_rows=50)
+    app = WorkbenchApp(fake.db_path, poll_s=0.1, live_rows=10)
     async with app.run_test(size=SIZE) as pilot:
         dash = await open_dashboard(pilot)
-        table = dash.query_one(RolloutsPane).table
-        assert table.row_count == 50  # of 52: the newest N only
-        new_ids = add_step(fake, 6)  # the "worker" writes a step while the UI watches
-        await wait_until(pilot, lambda: str(new_ids[-1]) in table.rows, what="new rows in the live pane")
-        assert all(str(i) in table.rows for i in new_ids)
-        assert table.row_count == 50
+        pane = dash.query_one(RolloutsPane)
+        table = pane.table
+        assert table.row_count == 6  # the newest 10 rows: 4 held-out singles and 2 of step 5's groups of 4
+        for step in range(6, 11):  # the "worker" writes steps (one group of 4 each) while the UI watches
+            new_ids = add_step(fake, step)
+        await wait_until(pilot, lambda: "10:train:0:" in table.rows, what="the new groups in the live pane")
+        assert sorted(m.id for m in pane.groups["10:train:0:"].members) == sorted(new_ids)
+        assert table.row_count == 10  # at most N groups: the oldest went
         assert table.cursor_row == table.row_count - 1  # it follows the stream
-        await wait_until(pilot, lambda: "step 6/100" in plain(dash.query_one(StatusBar)))
+        await wait_until(pilot, lambda: "step 10/100" in plain(dash.query_one(StatusBar)))
         stats = dash.query_one(TasksPane).stats
         total = sum(r.attempts for r in stats.rows.values())
         db = open_db(fake)
         assert total == sum(s["attempts"] for s in tasks.task_stats(db, fake.run_id))  # incremental == full scan
         db.conn.close()
-        assert dash.score_step == 6
+        assert dash.score_step == 10
 
 
 async def test_task_filter_sort_and_curves(fake):
@@ -160,10 +174,8 @@ async def test_task_filter_sort_and_curves(fake):
         rollouts = dash.query_one(RolloutsPane)
         task_rows = [r for r in rollouts.table.rows]
         assert task_rows, "the selected task has rows"
-        db = open_db(fake)
         for key in task_rows:
-            assert trajectories.get_trajectory(db, int(key.value))["task_id"] == dash.task_filter
-        db.conn.close()
+            assert {m.task_id for m in rollouts.groups[key.value].members} == {dash.task_filter}
         assert "task " in plain(dash.query_one(StatusBar))
         await wait_until(pilot, lambda: dash.query_one(CurvesPane).task_series is not None
                          and dash.query_one(CurvesPane).task_series.sums)
@@ -187,10 +199,16 @@ async def test_enter_on_a_rollout_opens_it(fake):
         table = dash.query_one(RolloutsPane).table
         table.focus()
         table.move_cursor(row=3)
-        wanted = dash.query_one(RolloutsPane).highlighted_id()
+        pane = dash.query_one(RolloutsPane)
+        group = pane.groups[pane.highlighted_key()]
+        wanted = pane.highlighted_id()
+        assert wanted == max(group.members, key=lambda m: m.reward).id  # the group's best sample
         await pilot.press("enter")
         await wait_until(pilot, lambda: isinstance(app.screen, TrajectoryScreen) and app.screen.shown is not None)
         assert app.screen.shown.id == wanted
+        # Opened as a group: its members side by side.
+        assert app.screen.group_view and app.screen.query_one("#group").display
+        await wait_until(pilot, lambda: len(app.screen.query(".member")) == len(group.members), what="members")
 
 
 async def test_crashed_run_shows_banner_and_traceback(tmp_path):
@@ -372,7 +390,9 @@ async def test_dashboard_follows_a_worker_that_took_the_run_over(fake):
         db.conn.close()
         assert n > 0
         await wait_until(pilot, lambda: dash._generation > gen and dash.loaded, what="a reload")
-        await wait_until(pilot, lambda: rollouts.table.row_count == n_before - n, what="superseded rows gone")
+        await wait_until(pilot, lambda: {k.value for k in rollouts.table.rows} == live_groups(fake),
+                         what="superseded groups gone")
+        assert rollouts.table.row_count < n_before
         assert dash.last_step == 2
         await wait_until(pilot, lambda: not banner.has_class("-shown"), what="the banner to go")
 

@@ -10,7 +10,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from screens.curves import CURVES, StepSeries, downsample
+from screens.curves import CURVES, StepSeries, downsample, step_ticks
 from workbench.view import Eval, Step, baseline_value, eval_points, metric_points
 
 COLORS = ("cyan", "magenta", "yellow", "green")
@@ -74,11 +74,13 @@ class CurvesPane(Vertical):
         max_points = max(10, 2 * (width - 8))  # braille: two points a cell, minus the y-axis labels
         curve = self.curve
         drawn = False
+        all_xs: list[float] = []  # every x drawn: the whole-step ticks span them
         if curve.key == "held_out":
             xs, ys = eval_points(self.evals)
             base = baseline_value(self.evals)
             if xs:
                 plt.plot(xs, ys, marker="braille", color="cyan")
+                all_xs += xs
                 lo_x, lo_y = eval_points(self.evals, "success_ci_low")
                 hi_x, hi_y = eval_points(self.evals, "success_ci_high")
                 if lo_x and len(lo_x) == len(xs):
@@ -97,13 +99,18 @@ class CurvesPane(Vertical):
                     xs, ys = downsample(xs, ys, max_points)
                     label = key.split("/")[-1] if len(curve.metrics) > 1 else None
                     plt.plot(xs, ys, marker="braille", color=COLORS[i % len(COLORS)], label=label)
+                    all_xs += xs
                     drawn = True
             if curve.key == "reward" and self.task_series is not None:
                 xs, ys = self.task_series.points()
                 if xs:
                     xs, ys = downsample(xs, ys, max_points)
                     plt.plot(xs, ys, marker="braille", color="magenta", label=self.task_name[:16] or "task")
+                    all_xs += xs
                     drawn = True
+        if all_xs:
+            ticks = step_ticks(all_xs, width - 8)
+            plt.xticks(ticks, [str(t) for t in ticks])
         if not drawn:
             plt.title("no data yet")
         plot.refresh()

@@ -13,10 +13,16 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import RowDoesNotExist
 
 from screens.format import PROMPT_MIN, clip, num, pct, prompt_width, reward_style, split_short, task_label
+from screens.widgets.columns import ColumnSpec, set_columns
 from workbench.view import SORTS, Task, TaskStats, Trajectory
 
 NUMBERS = (("split", "split", 6), ("n", "n", 6), ("mean", "mean", 6), ("succ", "succ", 5))
 ID_WIDTH = 13
+
+
+def task_columns(prompt: int) -> list[ColumnSpec]:
+    """Every column at a width we chose (each with its gap): the prompt first, the task's id last."""
+    return [("prompt", "prompt", prompt), *NUMBERS, ("task", "task", ID_WIDTH)]
 
 
 class TasksPane(Vertical):
@@ -38,8 +44,7 @@ class TasksPane(Vertical):
         # No cell padding: widths include a one-space gap. The prompt comes first and takes what the numbers
         # leave (what a person reads a task by); the task's id comes last, cut first when narrow.
         table: DataTable = DataTable(cursor_type="row", zebra_stripes=True, cell_padding=0, id="tasks-table")
-        for label, key, width in (("prompt", "prompt", None), *NUMBERS, ("task", "task", ID_WIDTH)):
-            table.add_column(label, key=key, width=width)
+        set_columns(table, task_columns(self._prompt_width))
         yield table
 
     def _width_now(self) -> int:
@@ -51,7 +56,7 @@ class TasksPane(Vertical):
     def on_resize(self) -> None:
         if self._width_now() != self._prompt_width:
             self._dirty = True
-            self.redraw()
+            self.redraw(force=True)
 
     def on_mount(self) -> None:
         self.border_title = "Tasks"
@@ -78,10 +83,10 @@ class TasksPane(Vertical):
             self.stats.add(rows)
             self._dirty = True
 
-    def redraw(self) -> None:
-        if not self._dirty or not self.stats.loaded:
+    def redraw(self, *, force: bool = False) -> None:
+        """Redraw when rows changed; `force`: also before the stats are loaded (a resize: the header)."""
+        if not self._dirty or not (self.stats.loaded or force):
             return
-        self._dirty = False
         # Read off the size at each draw: rows that arrive before the pane's first resize (a busy machine)
         # were drawn at the minimum width and stayed so until the terminal changed size.
         self._prompt_width = self._width_now()
@@ -90,14 +95,17 @@ class TasksPane(Vertical):
         if table.row_count and table.cursor_row is not None:
             with contextlib.suppress(Exception):  # cursor beyond the rows: nothing to keep
                 keep = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
-        table.clear()
+        if not set_columns(table, task_columns(self._prompt_width)):
+            table.clear()
+        if not self.stats.loaded:
+            return
+        self._dirty = False
         for r in self.stats.sorted(self.sort):
             task = self.tasks.get(r.task_id)
             mean = r.mean_reward
             mark = "▶ " if r.task_id == self.selected else ""
             table.add_row(
-                # An auto-width column has no gap of its own: the trailing space is it.
-                Text(mark + clip(r.prompt or (task.prompt if task else ""), self._prompt_width - 1 - len(mark)) + " ",
+                Text(mark + clip(r.prompt or (task.prompt if task else ""), self._prompt_width - 1 - len(mark)),
                      style="bold magenta" if mark else ""),
                 Text(split_short(r.split), style="dim" if r.split != "train" else ""),
                 str(r.attempts),

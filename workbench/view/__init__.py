@@ -28,6 +28,7 @@ from workbench.view.evaluations import (
     should_promote,
     skill_rows,
 )
+from workbench.view.groups import GroupKey, RolloutGroup, group_key, group_rows
 from workbench.view.records import (
     Checkpoint,
     Command,
@@ -81,5 +82,6 @@ __all__ = [
     "builtin_verifier_code", "effective_order", "eval_flags", "eval_points", "eval_rows", "failure_shares",
     "heartbeat_age", "key_action", "metric_points", "page_key", "part_series", "paused_by_errors", "sft_only", "should_promote",
     "Promotion", "on_split", "promotion", "skill_rows",
+    "GroupKey", "RolloutGroup", "group_key", "group_rows",
     "start_worker", "started_again", "turns", "worker_state",
 ]
