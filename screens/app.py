@@ -3,7 +3,9 @@
 The UI writes only commands, verifier versions, labels and notes, all through workbench.view. It never
 owns the worker: quitting leaves a worker running (unless the user chose stop), and a UI can attach to a
 headless worker's run. Which controls are allowed when is workbench.view.run_state's table: the keys
-(check_action), the footer, the command palette and the help screen all read it.
+(check_action), the footer, the command palette and the help screen all read it. The run controls' keys are
+the command table's (`Action.key`); the screens' keys are their bindings here; the palette's "(key)" hints
+are read from both, never written twice.
 """
 
 from __future__ import annotations
@@ -30,7 +32,18 @@ from screens.palette import WorkbenchCommands
 from screens.runs_screen import RunsScreen
 from screens.trajectory_screen import TrajectoryScreen
 from screens.verifier_editor import VerifierEditorScreen
-from workbench.view import ACTIONS, BACKGROUND_NICE, Run, RunState, View, allowed, key_action, start_worker
+from workbench.view import (
+    ACTIONS,
+    BACKGROUND_NICE,
+    PayloadError,
+    Run,
+    RunState,
+    View,
+    allowed,
+    command_spec,
+    key_action,
+    start_worker,
+)
 
 PaletteEntry = tuple[str, str, Callable[[], Any]]
 # Keys that open a screen: hidden while that screen is open (frees footer room for keys that do something).
@@ -38,7 +51,19 @@ SCREEN_KEYS: dict[str, type[Screen]] = {
     "trajectories": TrajectoryScreen, "evaluations": EvalsScreen, "verifier": VerifierEditorScreen,
     "events": EventsScreen,
 }
-RUN_KEYS = ("pause", "resume", "checkpoint", "eval", "stop")  # run controls with a key of their own
+# The run controls with a key of their own: (footer label, tooltip). Their keys are the actions' (the command
+# table's), so a binding cannot disagree with the palette or the help screen.
+RUN_KEY_LABELS: dict[str, tuple[str, str]] = {
+    "pause": ("Pause", ""), "resume": ("Resume", "Resume, or start a worker when none runs"),
+    "checkpoint": ("Ckpt", "Save a checkpoint now"), "eval": ("Eval", "Run a held-out eval now"), "stop": ("Stop", ""),
+}
+RUN_KEYS = tuple(RUN_KEY_LABELS)
+ACTION_KEYS = {a.name: a.key for a in ACTIONS}
+
+
+def run_bindings() -> list[Binding]:
+    return [Binding(ACTION_KEYS[name], name, label, id=f"workbench.{name}", tooltip=tooltip)
+            for name, (label, tooltip) in RUN_KEY_LABELS.items()]
 
 
 class WorkbenchApp(App[None]):
@@ -46,11 +71,7 @@ class WorkbenchApp(App[None]):
     TITLE = "Workbench"
     COMMANDS = App.COMMANDS | {WorkbenchCommands}
     BINDINGS = [
-        Binding("p", "pause", "Pause", id="workbench.pause"),
-        Binding("r", "resume", "Resume", id="workbench.resume", tooltip="Resume, or start a worker when none runs"),
-        Binding("c", "checkpoint", "Ckpt", id="workbench.checkpoint", tooltip="Save a checkpoint now"),
-        Binding("e", "eval", "Eval", id="workbench.eval", tooltip="Run a held-out eval now"),
-        Binding("s", "stop", "Stop", id="workbench.stop"),
+        *run_bindings(),
         Binding("t", "trajectories", "Trajs", id="workbench.trajectories", tooltip="Browse trajectories"),
         Binding("E", "evaluations", "Evals", id="workbench.evaluations", tooltip="Evaluations screen"),
         Binding("v", "verifier", "Verif", id="workbench.verifier", tooltip="Verifier editor"),
@@ -201,34 +222,42 @@ class WorkbenchApp(App[None]):
             config = self.current_run.config
             dash = self.dashboard()
             task_id = dash.task_filter if dash is not None else None
-            handlers: dict[str, tuple[str, Callable[[], Any]] | None] = {
-                "pause": ("p", self.action_pause), "resume": ("r", self.action_resume),
-                "start_worker": ("r", self.action_resume), "checkpoint": ("c", self.action_checkpoint),
-                "eval": ("e", self.action_eval), "stop": ("s", self.action_stop),
-                "set_lr": ("", lambda: self._ask_number("set_lr", "lr", "New learning rate", config.get("learning_rate"))),
-                "set_temperature": ("", lambda: self._ask_number("set_temperature", "temperature",
-                                                                 "New sampling temperature", config.get("temperature"))),
-                "sample": None if task_id is None else
-                ("", lambda: self.send_command("sample", {"task_id": task_id, "n": 8})),
+            handlers: dict[str, Callable[[], Any] | None] = {
+                "pause": self.action_pause, "resume": self.action_resume, "start_worker": self.action_resume,
+                "checkpoint": self.action_checkpoint, "eval": self.action_eval, "stop": self.action_stop,
+                "set_lr": lambda: self._ask_number("set_lr", "New learning rate", config.get("learning_rate")),
+                "set_temperature": lambda: self._ask_number("set_temperature", "New sampling temperature",
+                                                            config.get("temperature")),
+                "sample": None if task_id is None else lambda: self.send_command("sample", {"task_id": task_id, "n": 8}),
             }
             now = {"set_lr": f"now {config.get('learning_rate', '?')}",
                    "set_temperature": f"now {config.get('temperature', '?')}"}
             for action in ACTIONS:
-                handler = handlers.get(action.name)
-                if handler is None or not allowed(action.name, state):
+                callback = handlers.get(action.name)
+                if callback is None or not allowed(action.name, state):
                     continue
-                key, callback = handler
                 title = action.title.replace("the selected task", f"task {task_id}") if action.name == "sample" else action.title
-                out.append((title, now.get(action.name, action.help) + (f" ({key})" if key else ""), callback))
-            out.append(("Trajectories", "browse, filter, search and label (t)", self.action_trajectories))
-            out.append(("Evaluations", "baseline vs checkpoints, warning flags (E)", self.action_evaluations))
-            out.append(("Verifier editor", "edit, dry-run and apply the reward code (v)", self.action_verifier))
-            out.append(("Event log", "status changes, resumes, verifier swaps, with their reasons (l)", self.action_events))
+                out.append((title, now.get(action.name, action.help) + self._key_hint(action.name), callback))
+            out.append(("Trajectories", "browse, filter, search and label" + self._key_hint("trajectories"),
+                        self.action_trajectories))
+            out.append(("Evaluations", "baseline vs checkpoints, warning flags" + self._key_hint("evaluations"),
+                        self.action_evaluations))
+            out.append(("Verifier editor", "edit, dry-run and apply the reward code" + self._key_hint("verifier"),
+                        self.action_verifier))
+            out.append(("Event log", "status changes, resumes, verifier swaps, with their reasons"
+                        + self._key_hint("events"), self.action_events))
         if self.runs_count > 1:
             out.append(("Switch run", "choose another run in this database", self.show_runs))
-        out.append(("Keys", "every key binding (?)", self.action_help))
-        out.append(("Quit", "the worker keeps running unless you stopped it (q)", self.exit))
+        out.append(("Keys", "every key binding" + self._key_hint("help"), self.action_help))
+        out.append(("Quit", "the worker keeps running unless you stopped it" + self._key_hint("quit"), self.exit))
         return out
+
+    def _key_hint(self, action: str) -> str:
+        """" (k)": the key of this app's binding for `action` (start_worker: resume's), "" when it has none
+        (a palette-only control). Read from BINDINGS, so the palette never names a key twice."""
+        action = "resume" if action == "start_worker" else action
+        keys = [b.key for b in self.BINDINGS if isinstance(b, Binding) and b.action == action]
+        return f" ({self.get_key_display(Binding(keys[0], action))})" if keys else ""
 
     # ---- actions -------------------------------------------------------------------------------------
 
@@ -321,18 +350,26 @@ class WorkbenchApp(App[None]):
             )
         ]
 
-    def _ask_number(self, kind: str, key: str, title: str, current: Any) -> None:
+    def _ask_number(self, kind: str, title: str, current: Any) -> None:
+        """Ask for a command's one value; the command table checks it, and the prompt stays open showing
+        the error (with the valid range) until the value passes or the user cancels."""
+        spec = command_spec(kind)
+
+        def check(value: str) -> str | None:
+            if not value.strip():
+                return None  # an empty answer cancels
+            try:
+                spec.from_text(value)
+            except PayloadError as exc:
+                return str(exc)
+            return None
+
         def got(value: str | None) -> None:
             if value is None or not value.strip():
                 return
-            try:
-                number = float(value)
-            except ValueError:
-                self.notify(f"not a number: {value!r}", severity="error")
-                return
-            self.send_command(kind, {key: number})
+            self.send_command(kind, spec.from_text(value))
 
-        self.push_screen(PromptScreen(title, value="" if current is None else str(current)), got)
+        self.push_screen(PromptScreen(title, value="" if current is None else str(current), check=check), got)
 
 
 def run_tui(db_path: str | Path = "workbench.db", run_id: int | None = None, *, ask_on_quit: bool = False) -> str | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -73,9 +75,11 @@ class PromptScreen(ModalScreen[str | None]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="prompt.cancel")]
 
-    def __init__(self, title: str, *, placeholder: str = "", value: str = "", detail: str = "") -> None:
+    def __init__(self, title: str, *, placeholder: str = "", value: str = "", detail: str = "",
+                 check: Callable[[str], str | None] | None = None) -> None:
         super().__init__()
         self.title_text, self.placeholder, self.value, self.detail = title, placeholder, value, detail
+        self.check = check  # the answer's error (shown here, the prompt stays open), None when it is fine
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="modal-box"):
@@ -87,7 +91,16 @@ class PromptScreen(ModalScreen[str | None]):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        self.dismiss(event.value)
+        error = self.check(event.value) if self.check is not None else None
+        if error is None:
+            self.dismiss(event.value)
+            return
+        text = Text(error, style="red")
+        shown = self.query("#prompt-error")
+        if shown:
+            shown.first(Static).update(text)
+        elif event.input.parent is not None:  # mounted on the first error only: an unerring prompt is unchanged
+            event.input.parent.mount(Static(text, id="prompt-error"), before=event.input)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

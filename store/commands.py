@@ -9,8 +9,12 @@ import sqlite_utils
 from store.db import dumps, now, write_txn
 from store.rows import decode, one
 
+# The kinds of `workbench.run.commands.COMMANDS` (the one table of commands: payloads, drivers, keys). A copy,
+# because the store may not import the engine; tests/test_command_specs.py holds the two equal. A parameter
+# instead would let each writer pass its own list: this way every writer (UI, CLI, launcher, tests) is refused
+# a kind no driver reads.
 KINDS = (
-    "pause", "resume", "stop", "checkpoint", "eval", "set_verifier", "set_lr", "set_temperature", "sample",
+    "pause", "resume", "checkpoint", "eval", "set_lr", "set_temperature", "sample", "set_verifier", "stop",
 )
 
 

@@ -262,7 +262,7 @@ def test_eval_command_answers_with_a_message_and_scalar_metrics():
     from workbench.worker import WorkerHooks
 
     trainer = SimpleNamespace(step=7, run_eval=lambda: {"success_rate": 0.4, "n": 60, "solved": {"t1": 1.0}})
-    result = WorkerHooks(None, 1, "tok")._handle(trainer, "eval", {}, "after_step")
+    result = WorkerHooks(None, 1, "tok").loop.dispatch(trainer, "eval", {}, "after_step")
     assert result["message"] == "held-out success 0.400 at step 7"
     assert result["metrics"] == {"success_rate": 0.4, "n": 60}  # the per-task map stays in the evals table
 

@@ -16,7 +16,9 @@ What it obeys, at TRL's step boundaries only (`on_step_end`): pause / resume (bl
 heartbeat alive), stop (`control.should_training_stop`), checkpoint (`control.should_save`), set_lr (the
 optimizer's param groups, the scheduler's base scaled so its schedule continues from the new value),
 set_verifier (activates the version; the next step's rewards use it). eval, sample and set_temperature are
-answered as failed: TRL owns sampling and evaluation.
+answered as failed: TRL owns sampling and evaluation. The lock, heartbeat, statuses and the claiming and
+answering of commands are `workbench.run`'s (shared with the worker); which commands TRL obeys is a column of
+its command table.
 
 Rewards: `workbench_reward(cb)` is a TRL reward function scoring through the run's ACTIVE verifier version
 in the store (read at every call, so the UI's editor dry run + apply reaches a TRL run). A row the verifier
@@ -41,32 +43,31 @@ import functools
 import json
 import math
 import sqlite3
-import threading
-import time
-import traceback
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from transformers import TrainerCallback
 
 import store
 from workbench.envs import Harness, SingleTurnEnv
+from workbench.run.commands import SetLr, SetVerifier
+from workbench.run.loop import CommandLoop
+from workbench.run.session import RunSession
 from workbench.trainer import task_row
 from workbench.types import Task
 from workbench.verifier_edit import applicable_version
 from workbench.verifiers import get_verifier, load_verifier_code
 from workbench.verifiers.metrics import classify
-from workbench.view.run_state import STALE_AFTER_S
-from workbench.worker import HEARTBEAT_S, POLL_S, LockLost, heartbeat_loop
 
 REWARD_NAME = "workbench"
 # TRL's log names -> the names our trainer writes (the UI's curves read these); TRL's own names are kept too.
 METRIC_ALIASES = {"completions/clipped_ratio": "clipped_ratio", "step_time": "step_time_s"}
-UNSUPPORTED = {
-    "set_temperature": "TRL owns sampling: the temperature is fixed by GRPOConfig for the whole run",
-    "eval": "TRL owns evaluation: set eval_strategy / eval_steps in GRPOConfig",
-    "sample": "TRL owns generation: probes are not available on a TRL run",
-}
+# What TRL's step boundary hands a command handler.
+class _At(NamedTuple):
+    args: Any
+    state: Any
+    control: Any
+    kw: dict[str, Any]
 
 
 def _workbench_config(args: Any, model: str, name: str, verifier: str, harness: Harness) -> dict[str, Any]:
@@ -185,20 +186,29 @@ class WorkbenchCallback(TrainerCallback):
         self.log = log or (lambda m: None)
         self.verifier_timeout_s = verifier_timeout_s
         self.db: Any = None
-        self.token: str | None = None
-        self.lock_lost = threading.Event()
-        self._done = threading.Event()
-        self._beat: threading.Thread | None = None
+        self.session: RunSession | None = None  # the run's lock, heartbeat and status writes
+        self.loop: CommandLoop | None = None  # the run's commands (which of them TRL obeys: the command table)
         self._verifier: tuple[int, Any] | None = None  # (id, loaded verifier)
         self._task_ids: dict[str, int] = {}
         self._batches: dict[int, dict[str, Any]] = {}  # id(prompts list) -> a generation batch's buffered rows
         self._tracked: list[str] = []
         self.step_offset = 0
-        self.paused = False
-        self.stop_requested = False
         self._block_at: str | None = None
         self._step_stats: dict[str, Any] = {}
-        self.status: str | None = None
+        self._status: str | None = None  # kept after the session ends
+
+    @property
+    def status(self) -> str | None:
+        """The last status this callback wrote."""
+        return self.session.status if self.session is not None else self._status
+
+    @property
+    def paused(self) -> bool:
+        return self.loop is not None and self.loop.paused
+
+    @property
+    def stop_requested(self) -> bool:
+        return self.loop is not None and self.loop.stop_requested
 
     # ----- the run --------------------------------------------------------------------------------------
     def _open(self, args: Any, model: Any) -> None:
@@ -209,10 +219,11 @@ class WorkbenchCallback(TrainerCallback):
                 self.db, name=self.name, model=model_name,
                 config=_workbench_config(args, model_name, self.name, self.verifier_name, self.harness),
                 harness=self.harness.to_dict())
-        self.token = store.runs.acquire_lock(self.db, self.run_id, stale_after_s=STALE_AFTER_S)
-        self._beat = threading.Thread(target=heartbeat_loop, daemon=True,
-                                      args=(self.db_path, self.run_id, self.token, self, self._done))
-        self._beat.start()
+        self.session = RunSession(self.db, self.db_path, self.run_id).start()  # fails a dead worker's claims too
+        self.loop = CommandLoop(self.db, self.run_id, "trl", {
+            "pause": self._pause, "resume": self._resume, "stop": self._stop, "checkpoint": self._checkpoint,
+            "set_verifier": self._set_verifier, "set_lr": self._set_lr,
+        }, lock_lost=self.session.lock_lost, set_status=self.session.set_status, on_lock_lost="this TRL run stops")
         store.runs.add_event(self.db, self.run_id, "trl_config", "TRL GRPOConfig",
                              {"model": model_name, "trl": json.loads(json.dumps(args.to_dict(), default=str))})
         if store.verifiers.active_verifier(self.db, self.run_id) is None:
@@ -221,7 +232,6 @@ class WorkbenchCallback(TrainerCallback):
                                                  active=True)
             if hasattr(v, "close"):
                 v.close()
-        store.commands.fail_claimed(self.db, self.run_id, "the worker that claimed it died before answering")
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
         if self.db is None:
@@ -229,8 +239,8 @@ class WorkbenchCallback(TrainerCallback):
         last = store.metrics.last_step(self.db, self.run_id)
         # Re-attached without TRL's own resume: continue the run's step numbers instead of writing step 1 again.
         self.step_offset = last if (last is not None and state.global_step == 0) else 0
-        self._set_status("running", f"TRL GRPOTrainer, {args.max_steps} steps" +
-                         (f" (from step {self.step_offset + 1})" if self.step_offset else ""))
+        self.session.set_status("running", f"TRL GRPOTrainer, {args.max_steps} steps" +
+                                (f" (from step {self.step_offset + 1})" if self.step_offset else ""))
         self.log(f"workbench run {self.run_id}: watch it with `workbench tui --db {self.db_path} --run {self.run_id}`")
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
@@ -240,25 +250,19 @@ class WorkbenchCallback(TrainerCallback):
         status = "stopped" if self.stop_requested else "finished"
         self._close(status, f"at step {self.step_offset + state.global_step}")
 
-    def _close(self, status: str, reason: str, error: str | None = None) -> None:
+    def _close(self, status: str, reason: str) -> None:
         with contextlib.suppress(sqlite3.Error, store.StoreError):
-            self._set_status(status, reason, error=error)
-        self._done.set()
-        if self._beat is not None:
-            self._beat.join(timeout=HEARTBEAT_S * 5)
-        with contextlib.suppress(sqlite3.Error, store.StoreError):
-            if self.token:
-                store.runs.release_lock(self.db, self.run_id, self.token)
-        self.token = None
+            self.session.set_status(status, reason)
+        self._release()
+
+    def _release(self) -> None:
+        self.session.release()
+        self._status, self.session = self.session.status, None
         self.db.close()
         self.db = None
         if self._verifier is not None and hasattr(self._verifier[1], "close"):
             self._verifier[1].close()
         self._verifier = None
-
-    def _set_status(self, status: str, reason: str, error: str | None = None) -> None:
-        self.status = status
-        store.runs.set_status(self.db, self.run_id, status, reason, error=error)
 
     @contextlib.contextmanager
     def watch(self) -> Iterator[WorkbenchCallback]:
@@ -268,8 +272,8 @@ class WorkbenchCallback(TrainerCallback):
             yield self
         except BaseException as exc:
             if self.db is not None:
-                kind = "out of memory" if isinstance(exc, MemoryError) else type(exc).__name__
-                self._close("crashed", f"{kind}: {str(exc)[:200]}", error=traceback.format_exc())
+                self.session.crashed(exc)  # the one crash classification (workbench.run.session)
+                self._release()
             raise
 
     # ----- rewards --------------------------------------------------------------------------------------
@@ -388,18 +392,17 @@ class WorkbenchCallback(TrainerCallback):
     def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         if self.db is None:
             return
-        if self.lock_lost.is_set():
-            raise LockLost(f"run {self.run_id}: another worker took the lock; this TRL run stops")
+        self.loop.check_lock()
         self._flush(args, state)
         step = self.step_offset + state.global_step
         if not control.should_log:  # a step TRL does not log still gets its row (the UI's curves)
             stats = {k: v for k, v in self._step_stats.items() if not k.startswith("_")}
             store.metrics.append_step(self.db, self.run_id, step, {"reward": self._step_stats.get("_reward", math.nan), **stats})
-        self._drain(args, state, control, kw)
+        self.loop.drain(_At(args, state, control, kw), "step_end")
         # Pause after this step's metrics row and checkpoint are written (they come after on_step_end in TRL).
         self._block_at = "save" if control.should_save else ("log" if control.should_log else None)
         if self.paused and self._block_at is None:
-            self._hold(args, state, control, kw)
+            self._hold(_At(args, state, control, kw))
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
         if self.db is None or not logs:
@@ -416,7 +419,7 @@ class WorkbenchCallback(TrainerCallback):
         metrics = {k: (math.nan if v is None else v) for k, v in metrics.items()}
         store.metrics.append_step(self.db, self.run_id, self.step_offset + state.global_step, metrics)
         if self.paused and self._block_at == "log":
-            self._hold(args, state, control, kw)
+            self._hold(_At(args, state, control, kw))
 
     def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         if self.db is None:
@@ -429,80 +432,62 @@ class WorkbenchCallback(TrainerCallback):
         store.metrics.record_checkpoint(self.db, self.run_id, step=self.step_offset + state.global_step, kind="trl",
                                         path=path, metrics={"trl_global_step": state.global_step})
         if self.paused and self._block_at == "save":
-            self._hold(args, state, control, kw)
+            self._hold(_At(args, state, control, kw))
 
-    # ----- commands -------------------------------------------------------------------------------------
-    def _hold(self, args: Any, state: Any, control: Any, kw: dict[str, Any]) -> None:
-        step = self.step_offset + state.global_step
-        self._set_status("paused", f"paused after step {step} (TRL)")
-        while self.paused and not self.stop_requested:
-            time.sleep(POLL_S)
-            if self.lock_lost.is_set():
-                raise LockLost(f"run {self.run_id}: another worker took the lock")
-            self._drain(args, state, control, kw)
-        if not self.stop_requested:
-            self._set_status("running", "resumed")
+    # ----- commands (which TRL obeys, and how they are claimed and answered: workbench.run) ---------------
+    def _step(self, at: _At) -> int:
+        return self.step_offset + at.state.global_step
 
-    def _drain(self, args: Any, state: Any, control: Any, kw: dict[str, Any]) -> None:
-        handled = False
-        while (cmd := store.commands.claim_next(self.db, self.run_id)) is not None:
-            handled = True
-            try:
-                result = self._handle(cmd["kind"], cmd["payload"] or {}, args, state, control, kw)
-                store.commands.finish(self.db, cmd["id"], result)
-            except Exception as exc:  # a bad command is answered, never fatal
-                store.commands.finish(self.db, cmd["id"], {"error": f"{type(exc).__name__}: {exc}"}, ok=False)
-        if handled and not self.paused:
-            store.runs.unmark_pausing(self.db, self.run_id)
+    def _hold(self, at: _At) -> None:
+        self.loop.hold(at, "step_end", f"paused after step {self._step(at)} (TRL)")
 
-    def _handle(self, kind: str, payload: dict[str, Any], args: Any, state: Any, control: Any,
-                kw: dict[str, Any]) -> dict[str, Any]:
-        step = self.step_offset + state.global_step
-        if kind == "pause":
-            self.paused = True
-            return {"message": f"paused after step {step}", "step": step}
-        if kind == "resume":
-            was, self.paused = self.paused, False
-            return {"message": "resumed" if was else "was not paused", "resumed": was}
-        if kind == "stop":
-            self._set_status("stopping", "stop requested")
-            self.stop_requested, self.paused = True, False
-            control.should_training_stop = True
-            return {"message": f"TRL stops after step {step}", "step": step}
-        if kind == "checkpoint":
-            control.should_save = True
-            return {"message": f"TRL saves a checkpoint at step {step}", "step": step}
-        if kind == "set_lr":
-            lr = float(payload["lr"])
-            opt, sched = kw.get("optimizer"), kw.get("lr_scheduler")
-            if opt is None:
-                raise ValueError("TRL passed no optimizer to the callback")
-            for i, group in enumerate(opt.param_groups):
-                base = sched.base_lrs[i] if sched is not None and hasattr(sched, "base_lrs") else None
-                factor = group["lr"] / base if base else 1.0
-                group["lr"] = lr
-                if base is not None:  # the schedule continues from the new value (else its next step resets it)
-                    sched.base_lrs[i] = lr / factor if factor > 0 else lr
-            if sched is not None and hasattr(sched, "_last_lr"):  # what TRL logs as the next step's learning_rate
-                sched._last_lr = [g["lr"] for g in opt.param_groups]
-            return {"message": f"learning rate {lr:g} from step {step + 1}", "lr": lr, "applied": True}
-        if kind == "set_verifier":
-            row = applicable_version(self.db, self.run_id, int(payload["verifier_id"]))
-            vid = int(row["id"])
-            try:  # it dry-ran in the UI, but loading can still fail here: then the previous version stays
-                v = load_verifier_code(row["code"], row["name"])
-            except Exception as exc:
-                raise ValueError(f"verifier {vid} could not be loaded ({type(exc).__name__}: {exc}); "
-                                 "the previous one stays active") from exc
-            if self._verifier is not None and hasattr(self._verifier[1], "close"):
-                self._verifier[1].close()
-            self._verifier = (vid, v)
-            store.verifiers.activate_verifier(self.db, vid)
-            store.runs.add_event(self.db, self.run_id, "verifier", f"verifier {vid} active from step {step + 1}")
-            return {"message": f"verifier {vid} scores from step {step + 1}", "verifier_id": vid, "applied": True}
-        if kind in UNSUPPORTED:
-            raise ValueError(UNSUPPORTED[kind])
-        raise ValueError(f"unknown command {kind!r}")
+    def _pause(self, at: _At, payload: None, where: str) -> dict[str, Any]:
+        self.loop.paused = True
+        return {"message": f"paused after step {self._step(at)}", "step": self._step(at)}
+
+    def _resume(self, at: _At, payload: None, where: str) -> dict[str, Any]:
+        was, self.loop.paused = self.loop.paused, False
+        return {"message": "resumed" if was else "was not paused", "resumed": was}
+
+    def _stop(self, at: _At, payload: None, where: str) -> dict[str, Any]:
+        self.loop.request_stop()
+        at.control.should_training_stop = True
+        return {"message": f"TRL stops after step {self._step(at)}", "step": self._step(at)}
+
+    def _checkpoint(self, at: _At, payload: None, where: str) -> dict[str, Any]:
+        at.control.should_save = True
+        return {"message": f"TRL saves a checkpoint at step {self._step(at)}", "step": self._step(at)}
+
+    def _set_lr(self, at: _At, payload: SetLr, where: str) -> dict[str, Any]:
+        lr = payload.lr
+        opt, sched = at.kw.get("optimizer"), at.kw.get("lr_scheduler")
+        if opt is None:
+            raise ValueError("TRL passed no optimizer to the callback")
+        for i, group in enumerate(opt.param_groups):
+            base = sched.base_lrs[i] if sched is not None and hasattr(sched, "base_lrs") else None
+            factor = group["lr"] / base if base else 1.0
+            group["lr"] = lr
+            if base is not None:  # the schedule continues from the new value (else its next step resets it)
+                sched.base_lrs[i] = lr / factor if factor > 0 else lr
+        if sched is not None and hasattr(sched, "_last_lr"):  # what TRL logs as the next step's learning_rate
+            sched._last_lr = [g["lr"] for g in opt.param_groups]
+        return {"message": f"learning rate {lr:g} from step {self._step(at) + 1}", "lr": lr, "applied": True}
+
+    def _set_verifier(self, at: _At, payload: SetVerifier, where: str) -> dict[str, Any]:
+        step = self._step(at)
+        row = applicable_version(self.db, self.run_id, payload.verifier_id)
+        vid = int(row["id"])
+        try:  # it dry-ran in the UI, but loading can still fail here: then the previous version stays
+            v = load_verifier_code(row["code"], row["name"])
+        except Exception as exc:
+            raise ValueError(f"verifier {vid} could not be loaded ({type(exc).__name__}: {exc}); "
+                             "the previous one stays active") from exc
+        if self._verifier is not None and hasattr(self._verifier[1], "close"):
+            self._verifier[1].close()
+        self._verifier = (vid, v)
+        store.verifiers.activate_verifier(self.db, vid)
+        store.runs.add_event(self.db, self.run_id, "verifier", f"verifier {vid} active from step {step + 1}")
+        return {"message": f"verifier {vid} scores from step {step + 1}", "verifier_id": vid, "applied": True}
 
 
 def workbench_reward(callback: WorkbenchCallback, name: str = REWARD_NAME) -> Callable[..., list[float | None]]:

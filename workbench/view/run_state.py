@@ -1,6 +1,7 @@
 """What state a run is in and what a person may do to it now: one home for run statuses, worker liveness
 and the table of allowed actions that the key bindings, the footer, the command palette and the help
-screen all read (so a key and its palette entry can never disagree)."""
+screen all read (so a key and its palette entry can never disagree). The actions are the command table's
+(`workbench.run.commands`: its names and keys) with the UI's words and rules added, plus "start worker"."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from store.runs import STATUSES  # the status column's values: the store checks every write against them
+from workbench.run.commands import COMMAND_BY_NAME, COMMANDS, StepSetting
 from workbench.view.records import Run
 
 STALE_AFTER_S = 30.0  # a worker whose heartbeat (every 1 s) is older than this is gone
@@ -102,28 +104,47 @@ def _can_start(s: RunState) -> bool:
     return not s.alive and s.status != "finished"
 
 
-ACTIONS: tuple[Action, ...] = (
-    Action("pause", "p", "Pause training", "pause at the next safe point", "while running, with a live worker",
-           lambda s: s.status in ("running", "starting") and s.alive),
-    Action("resume", "r", "Resume training", "continue from where it paused", "while paused or pausing, with a live worker",
-           lambda s: s.status in PAUSED_STATUSES and s.alive),
-    Action("start_worker", "r", "Start worker", "spawn the training worker for this run (it resumes from the last checkpoint)",
-           "when no live worker holds the run and it has not finished", _can_start),
-    Action("checkpoint", "c", "Save checkpoint now", "adapter, optimizer, RNG and step", "with a live worker",
-           lambda s: s.alive),
-    Action("eval", "e", "Run held-out eval now", "evaluate the current policy", "with a live worker", lambda s: s.alive),
-    Action("set_lr", "", "Set learning rate…", "from the next step", "with a live worker", lambda s: s.alive, True),
-    Action("set_temperature", "", "Set sampling temperature…", "from the next step", "with a live worker",
-           lambda s: s.alive, True),
-    Action("sample", "", "Sample 8 completions of the selected task", "the worker samples it", "with a live worker and a task selected",
-           lambda s: s.alive),
-    Action("set_verifier", "ctrl+a", "Apply the edited verifier", "after an ok dry run, from the next step",
-           "unless the run has finished or is stopping (a worker started later picks it up)",
-           lambda s: s.status not in ("finished", "stopping")),
-    Action("stop", "s", "Stop run", "checkpoint and exit the worker, after a confirm",
-           "with a live worker, or while the status says one is at work or paused",
-           lambda s: s.alive or s.status in (*LIVE_STATUSES, "paused")),
-)
+def _live(s: RunState) -> bool:
+    return s.alive
+
+
+# The UI's words and rule for each command of the table: (title, help, when in words, allowed).
+_RULES: dict[str, tuple[str, str, str, Callable[[RunState], bool]]] = {
+    "pause": ("Pause training", "pause at the next safe point", "while running, with a live worker",
+              lambda s: s.status in ("running", "starting") and s.alive),
+    "resume": ("Resume training", "continue from where it paused", "while paused or pausing, with a live worker",
+               lambda s: s.status in PAUSED_STATUSES and s.alive),
+    "checkpoint": ("Save checkpoint now", "adapter, optimizer, RNG and step", "with a live worker", _live),
+    "eval": ("Run held-out eval now", "evaluate the current policy", "with a live worker", _live),
+    "set_lr": ("Set learning rate…", "from the next step", "with a live worker", _live),
+    "set_temperature": ("Set sampling temperature…", "from the next step", "with a live worker", _live),
+    "sample": ("Sample 8 completions of the selected task", "the worker samples it",
+               "with a live worker and a task selected", _live),
+    "set_verifier": ("Apply the edited verifier", "after an ok dry run, from the next step",
+                     "unless the run has finished or is stopping (a worker started later picks it up)",
+                     lambda s: s.status not in ("finished", "stopping")),
+    "stop": ("Stop run", "checkpoint and exit the worker, after a confirm",
+             "with a live worker, or while the status says one is at work or paused",
+             lambda s: s.alive or s.status in (*LIVE_STATUSES, "paused")),
+}
+# Not a command: r starts a worker when none answers (the resume key's other meaning).
+_START_WORKER = Action("start_worker", COMMAND_BY_NAME["resume"].key, "Start worker",
+                       "spawn the training worker for this run (it resumes from the last checkpoint)",
+                       "when no live worker holds the run and it has not finished", _can_start)
+
+
+def _actions() -> tuple[Action, ...]:
+    out: list[Action] = []
+    for spec in COMMANDS:
+        title, help_text, when, rule = _RULES[spec.name]  # a KeyError here: a new command needs its words
+        needs_value = spec.payload is not None and issubclass(spec.payload, StepSetting)
+        out.append(Action(spec.name, spec.key, title, help_text, when, rule, needs_value))
+        if spec.name == "resume":
+            out.append(_START_WORKER)
+    return tuple(out)
+
+
+ACTIONS: tuple[Action, ...] = _actions()
 ACTION_BY_NAME = {a.name: a for a in ACTIONS}
 
 

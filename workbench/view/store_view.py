@@ -18,6 +18,7 @@ import sqlite_utils
 import store
 from store.trajectories import TrajectoryFilter
 from workbench.progress import PROGRESS_KIND
+from workbench.run.commands import check_command
 from workbench.view.records import (
     Checkpoint,
     Command,
@@ -202,7 +203,9 @@ class View:
         return DryRunOutcome(res.verifier_id, res.ok, res.error, res.summary, [DryRunRow.from_row(r) for r in res.rows])
 
     def enqueue(self, run_id: int, kind: str, payload: dict[str, Any] | None = None) -> int:
-        """A command for the run's worker (pause, resume, stop, checkpoint, eval, set_verifier, ...)."""
+        """A command for the run's worker (pause, resume, stop, checkpoint, eval, set_verifier, ...). Its payload
+        is checked against the command table first: PayloadError (naming the valid range) writes nothing."""
+        check_command(kind, payload)
         return store.commands.enqueue(self.db, run_id, kind, payload)
 
     def command(self, command_id: int) -> Command | None:
