@@ -187,3 +187,60 @@ def test_yaml_roundtrip(tmp_path):
     cfg = Config(algorithm="gspo", seed=3)
     again = load_config(write(tmp_path, cfg.to_yaml()))
     assert again == cfg
+
+
+# --- every number checked where it enters (issue 33) ------------------------------------------------------
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("max_grad_norm: -1", "max_grad_norm: must be > 0, got -1"),  # flipped the gradient
+    ("max_grad_norm: 0", "max_grad_norm: must be > 0, got 0"),
+    ("eval_max_tasks: -1", r"eval_max_tasks: must be >= 1, got -1; null \(or no key\) evaluates the whole split"),
+    ("eval_max_tasks: 0", "eval_max_tasks: must be >= 1, got 0"),  # empty evals
+    ("temperature: 0", "temperature: must be > 0, got 0; greedy decoding is what evals do"),
+    ("temperature: -0.5", "temperature: must be > 0, got -0.5"),
+    ("temperature: .nan", "temperature: must be a finite number > 0, got nan"),
+    ("top_p: 0", r"top_p: must be in \(0, 1\], got 0"),
+    ("top_p: 1.5", r"top_p: must be in \(0, 1\], got 1.5"),
+    ("max_steps: -3", "max_steps: must be >= 0, got -3"),
+    ("max_steps: 0", r"max_steps: must be >= 1 \(0 runs only the SFT warm-up, and sft_steps is 0"),
+    ("num_generations_per_prompt: 1000000000", r"num_generations_per_prompt: must be in \[1, 1024\], got 1000000000"),
+    ("max_completion_length: 1000000000", r"max_completion_length: must be in \[1, 32768\], got 1000000000"),
+    ("learning_rate: .nan", r"learning_rate: must be a finite number in \(0, 1\], got nan"),
+    ("learning_rate: .inf", r"learning_rate: must be a finite number in \(0, 1\], got inf"),
+    ("learning_rate: 0", r"learning_rate: must be in \(0, 1\], got 0"),
+    ("sft_learning_rate: -.inf", r"sft_learning_rate: must be a finite number in \(0, 1\], got -inf"),
+    ("beta: -0.1", "beta: must be >= 0, got -0.1"),
+    ("weight_decay: .nan", "weight_decay: must be a finite number >= 0, got nan"),
+    ("verifier_timeout_s: 0", "verifier_timeout_s: must be > 0, got 0"),
+    ("max_verifier_error_frac: .nan", r"max_verifier_error_frac: must be a finite number in \[0, 1\], got nan"),
+    ("seed: -1", r"seed: must be in \[0, 4294967295\], got -1"),
+    ("prompts_per_step: 100000", r"prompts_per_step: must be in \[1, 4096\], got 100000"),
+])
+def test_a_number_out_of_range_names_its_line_and_the_range(tmp_path, line, message):
+    with pytest.raises(ConfigError, match=rf"run\.yaml:2: {message}"):
+        load_config(write(tmp_path, f"model: smollm2-135m\n{line}\n"))
+
+
+def test_nested_numbers_are_checked_at_their_line(tmp_path):
+    with pytest.raises(ConfigError, match=r"run\.yaml:3: lora\.dropout: must be in \[0, 1\), got 1"):
+        load_config(write(tmp_path, "model: x\nlora:\n  dropout: 1.0\n"))
+    with pytest.raises(ConfigError, match=r"run\.yaml:3: lora\.r: must be in \[1, 4096\], got 0"):
+        load_config(write(tmp_path, "model: x\nlora:\n  r: 0\n"))
+    server = "mcp_servers:\n  cal:\n    command: python\n    tools: [a]\n    timeout_s: .nan\n"
+    with pytest.raises(ConfigError, match=r"mcp_servers\.cal\.timeout_s: must be a finite number > 0, got nan"):
+        load_config(write(tmp_path, f"env: mcp\n{server}"))
+
+
+def test_boundaries_and_null_keep_their_meaning():
+    cfg = config_from_dict({"top_p": 1.0, "eval_max_tasks": None, "checkpoint_interval": None, "temperature": 1e-3,
+                            "max_completion_length": 32768, "num_generations_per_prompt": 1024})
+    assert cfg.eval_max_tasks is None and cfg.checkpoint_every == cfg.eval_interval
+    assert config_from_dict({"max_steps": 0, "sft_steps": 5}).max_steps == 0  # the SFT warm-up only
+    assert config_from_dict({"eval_max_tasks": 1}).eval_max_tasks == 1
+
+
+def test_every_numeric_key_has_a_range():
+    hints = typing.get_type_hints(Config)
+    numeric = {f.name for f in dataclasses.fields(Config)
+               if hints[f.name] in (int, float, int | None, float | None) and f.name not in CHOICES}
+    assert numeric == set(config_module.CONFIG_RANGES)

@@ -28,6 +28,7 @@ import yaml
 
 from workbench.errors import InputError
 from workbench.model_fetch import packaged_model
+from workbench.ranges import AT_LEAST_ONE, FRACTION, NON_NEGATIVE, POSITIVE, Range
 from workbench.skills import SKILL_LABELS, is_skill
 
 DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")  # `device`; resolved to a torch device by workbench/devices.py
@@ -61,6 +62,31 @@ class ConfigError(InputError, ValueError):
     pass
 
 
+# The largest completion a run may ask for: the longest context of the models the project ships or names
+# (Qwen2.5's 32,768 positions); a model's own, often shorter, limit is checked against it before a run.
+MAX_COMPLETION_LENGTH = 32768
+# Memory-sized counts: each multiplies the rollouts (and their activations) held at once. The bounds are far
+# above any published GRPO recipe (groups of 4-64) and far below what overflows memory before a first step.
+MAX_GROUP_SIZE = 1024
+MAX_BATCH = 4096
+
+
+# What a refused value was probably meant to do, where another key does it.
+RANGE_HINTS = {
+    "temperature": "; greedy decoding is what evals do (eval_samples: 0, the default), training must sample",
+    "eval_max_tasks": "; null (or no key) evaluates the whole split",
+}
+
+
+def check_ranges(obj: object, ranges: Mapping[str, Range]) -> None:
+    """Every number of `obj` named in `ranges` is finite and in its range (None is left to the field's own
+    meaning, e.g. `eval_max_tasks: null` = all); else a ConfigError that starts with the key."""
+    for key, rng in ranges.items():
+        value = getattr(obj, key)
+        if value is not None and (problem := rng.problem(value)) is not None:
+            raise ConfigError(f"{key}: {problem}{RANGE_HINTS.get(key, '')}")
+
+
 @dataclass
 class LoraConfig:
     r: int = 16
@@ -70,6 +96,7 @@ class LoraConfig:
     target_modules: list[str] | str = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
 
     def __post_init__(self) -> None:
+        check_ranges(self, LORA_RANGES)
         if isinstance(self.target_modules, str) and self.target_modules != "all-linear":
             raise ConfigError(f"target_modules: {self.target_modules!r} is not 'all-linear' or a list of module names")
 
@@ -115,11 +142,8 @@ class McpServerConfig:
             stray = [t for t in getattr(self, key) if t not in self.tools]
             if stray:
                 raise ConfigError(f"{key}: {stray} not in tools (the allowlist)")
-        for key in ("timeout_s", "start_timeout_s", "memory_mb", "cpu_s"):
-            if getattr(self, key) <= 0:
-                raise ConfigError(f"{key}: must be > 0, got {getattr(self, key)}")
-        if self.pool_size is not None and self.pool_size < 1:
-            raise ConfigError(f"pool_size: must be >= 1, got {self.pool_size}")
+        check_ranges(self, {"timeout_s": POSITIVE, "start_timeout_s": POSITIVE, "memory_mb": AT_LEAST_ONE,
+                            "cpu_s": AT_LEAST_ONE, "pool_size": AT_LEAST_ONE})
 
 
 MAX_SFT_SKILL_WEIGHT = 100
@@ -241,15 +265,10 @@ class Config:
                 near = difflib.get_close_matches(str(value), allowed, n=1, cutoff=0.5)
                 hint = f"; did you mean {near[0]!r}?" if near else ""
                 raise ConfigError(f"{key}: {value!r} is not one of {list(allowed)}{hint}")
-        for key in ("num_generations_per_prompt", "prompts_per_step", "max_completion_length", "num_iterations",
-                    "eval_interval", "sft_batch_size", "max_turns"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"{key}: must be >= 1, got {getattr(self, key)}")
-        for key in ("dynamic_sampling_max_refills", "overlong_buffer"):
-            if getattr(self, key) < 0:
-                raise ConfigError(f"{key}: must be >= 0, got {getattr(self, key)}")
-        if not 0.0 <= self.grpo_holdout < 1.0:
-            raise ConfigError(f"grpo_holdout: must be in [0, 1), got {self.grpo_holdout}")
+        check_ranges(self, CONFIG_RANGES)
+        if self.max_steps == 0 and not self.sft_steps:
+            raise ConfigError("max_steps: must be >= 1 (0 runs only the SFT warm-up, and sft_steps is 0: nothing "
+                              "would be trained)")
         if self.grpo_holdout and not self.sft_steps:
             raise ConfigError("grpo_holdout: keeps phrasings out of the SFT warm-up; set sft_steps > 0 or drop it")
         if isinstance(self.grpo_skills, str):
@@ -265,8 +284,6 @@ class Config:
                               f"(how many times each such task is repeated), got {bad}")
         if self.sft_skill_weights and not self.sft_steps:
             raise ConfigError("sft_skill_weights: weights the SFT warm-up's examples; set sft_steps > 0 or drop it")
-        if not 0.0 <= self.max_verifier_error_frac <= 1.0:
-            raise ConfigError(f"max_verifier_error_frac: must be between 0 and 1, got {self.max_verifier_error_frac}")
         if self.num_generations_per_prompt < 2:
             raise ConfigError("num_generations_per_prompt: GRPO needs at least 2 samples a group")
         if (problem := check_device(self.device)) is not None:
@@ -319,6 +336,48 @@ def _choices(cls: type) -> dict[str, tuple[Any, ...]]:
     hints = typing.get_type_hints(cls)
     return {f.name: v for f in dataclasses.fields(cls) if (v := _literal_values(hints[f.name])) is not None}
 
+
+# Where each number of a config is valid, checked when a Config is built (so also for a stored config read
+# back). Keys not listed are not numbers. Lower bounds say where a value stops meaning anything (0 steps,
+# a gradient norm of 0 or below, which flips or zeroes the update); upper bounds cap memory-sized counts.
+CONFIG_RANGES: Mapping[str, Range] = MappingProxyType({
+    "num_generations_per_prompt": Range(1, MAX_GROUP_SIZE),  # < 2 gets GRPO's own message below
+    "prompts_per_step": Range(1, MAX_BATCH),
+    "max_completion_length": Range(1, MAX_COMPLETION_LENGTH),
+    "num_iterations": AT_LEAST_ONE,
+    "eval_interval": AT_LEAST_ONE,
+    "sft_batch_size": Range(1, MAX_BATCH),
+    "max_turns": AT_LEAST_ONE,
+    "dynamic_sampling_max_refills": NON_NEGATIVE,
+    "overlong_buffer": NON_NEGATIVE,
+    "learning_rate": FRACTION,
+    "sft_learning_rate": FRACTION,
+    "beta": NON_NEGATIVE,
+    "epsilon": POSITIVE,
+    "epsilon_high": POSITIVE,
+    # Sampling needs a temperature above 0 (the group must differ, and the log-probs divide by it); greedy
+    # is what evals do by default, with `eval_samples: 0`.
+    "temperature": POSITIVE,
+    "top_p": FRACTION,
+    "max_steps": NON_NEGATIVE,  # 0: the SFT warm-up only (refused without sft_steps: nothing would run)
+    "max_grad_norm": POSITIVE,
+    "weight_decay": NON_NEGATIVE,
+    "warmup_steps": NON_NEGATIVE,
+    "sft_steps": NON_NEGATIVE,
+    "grpo_holdout": Range(0, 1, hi_open=True),
+    "eval_max_tasks": AT_LEAST_ONE,  # null: the whole split; 0 would make every eval empty
+    "eval_samples": Range(0, MAX_GROUP_SIZE),
+    "checkpoint_interval": AT_LEAST_ONE,  # null: = eval_interval
+    "verifier_timeout_s": POSITIVE,
+    "judge_timeout_s": POSITIVE,
+    "max_verifier_error_frac": Range(0, 1),
+    "vllm_kv_cache_gb": POSITIVE,
+    "vllm_is_cap": POSITIVE,
+    "seed": Range(0, 2**32 - 1),  # what every seeded generator (random, torch, numpy) accepts
+})
+LORA_RANGES: Mapping[str, Range] = MappingProxyType({
+    "r": Range(1, MAX_BATCH), "alpha": POSITIVE, "dropout": Range(0, 1, hi_open=True),
+})
 
 # The one list of allowed values per choice key, from the Literal types above.
 CHOICES: Mapping[str, tuple[Any, ...]] = MappingProxyType(_choices(Config))
