@@ -1,5 +1,6 @@
 import dataclasses
 import json
+import re
 import typing
 
 import pytest
@@ -244,3 +245,34 @@ def test_every_numeric_key_has_a_range():
     numeric = {f.name for f in dataclasses.fields(Config)
                if hints[f.name] in (int, float, int | None, float | None) and f.name not in CHOICES}
     assert numeric == set(config_module.CONFIG_RANGES)
+
+
+# --- numbers from the command line: the same ranges, refused by argparse with the flag named ------------------
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["train", "c.yaml", "--resume", "0"], "argument --resume: must be >= 1, got 0"),
+    (["train", "c.yaml", "--nproc", "-2"], "argument --nproc: must be >= 1, got -2"),
+    (["eval", "--temperature", "nan"], "argument --temperature: must be a finite number > 0, got nan"),
+    (["eval", "--temperature", "0"], "argument --temperature: must be > 0, got 0"),
+    (["eval", "--samples", "-1"], "argument --samples: must be >= 0, got -1"),
+    (["eval", "--max-new-tokens", "1000000000"], r"argument --max-new-tokens: must be in \[1, 32768\], got 1000000000"),
+    (["eval", "--limit", "1e9"], "argument --limit: '1e9' is not a whole number"),
+    (["export", "--run", "1", "--min-reward", "inf"], "argument --min-reward: must be a finite number, got inf"),
+    (["report", "--run", "-1"], "argument --run: must be >= 1, got -1"),
+    (["serve", "--port", "70000"], r"argument --port: must be in \[1, 65535\], got 70000"),
+])
+def test_numeric_flags_are_refused_with_the_flag_and_range_named(capsys, argv, message):
+    from workbench.cli import build_parser
+
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args(argv)
+    assert exit_info.value.code == 2
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_numeric_flags_in_range_parse_to_numbers():
+    from workbench.cli import build_parser
+
+    args = build_parser().parse_args(["eval", "--temperature", "0.7", "--samples", "0", "--max-new-tokens", "32768"])
+    assert (args.temperature, args.samples, args.max_new_tokens) == (0.7, 0, 32768)
+    assert build_parser().parse_args(["serve", "--port", "1"]).port == 1

@@ -28,7 +28,7 @@ import yaml
 
 from workbench.errors import InputError
 from workbench.model_fetch import packaged_model
-from workbench.ranges import AT_LEAST_ONE, FRACTION, NON_NEGATIVE, POSITIVE, Range
+from workbench.ranges import AT_LEAST_ONE, FRACTION, MAX_COMPLETION_LENGTH, NON_NEGATIVE, POSITIVE, Range
 from workbench.skills import SKILL_LABELS, is_skill
 
 DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")  # `device`; resolved to a torch device by workbench/devices.py
@@ -62,9 +62,6 @@ class ConfigError(InputError, ValueError):
     pass
 
 
-# The largest completion a run may ask for: the longest context of the models the project ships or names
-# (Qwen2.5's 32,768 positions); a model's own, often shorter, limit is checked against it before a run.
-MAX_COMPLETION_LENGTH = 32768
 # Memory-sized counts: each multiplies the rollouts (and their activations) held at once. The bounds are far
 # above any published GRPO recipe (groups of 4-64) and far below what overflows memory before a first step.
 MAX_GROUP_SIZE = 1024

@@ -49,6 +49,10 @@ class Range:
         return f"must be{where}, got {_fmt(value)}" if below or above else None
 
 
+# The largest completion a run or an eval may ask for: the longest context of the models the project ships or
+# names (Qwen2.5's 32,768 positions). A model's own, often shorter, context is its own limit.
+MAX_COMPLETION_LENGTH = 32768
+
 POSITIVE = Range(0, lo_open=True)
 NON_NEGATIVE = Range(0)
 AT_LEAST_ONE = Range(1)
@@ -78,3 +82,4 @@ non_negative_int = arg_type(NON_NEGATIVE, int)  # counts where 0 means "none" (-
 finite_float = arg_type(Range(), float)
 positive_float = arg_type(POSITIVE, float)
 port = arg_type(Range(1, 65535), int)
+completion_tokens = arg_type(Range(1, MAX_COMPLETION_LENGTH), int)
