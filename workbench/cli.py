@@ -12,6 +12,15 @@ import time
 from importlib import resources
 from pathlib import Path
 
+from workbench.ranges import (
+    completion_tokens,
+    finite_float,
+    non_negative_int,
+    port,
+    positive_float,
+    positive_int,
+)
+
 DEFAULT_DB = "workbench.db"
 
 
@@ -307,8 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train headless from a config (or resume a run)")
     p.add_argument("config", nargs="?")
     p.add_argument("--db", default=DEFAULT_DB)
-    p.add_argument("--resume", type=int, metavar="RUN", help="continue RUN from its last checkpoint")
-    p.add_argument("--nproc", type=int, default=1, metavar="N",
+    p.add_argument("--resume", type=positive_int, metavar="RUN", help="continue RUN from its last checkpoint")
+    p.add_argument("--nproc", type=positive_int, default=1, metavar="N",
                    help="data-parallel over N ranks on this machine (torchrun's env; gloo on CPU, nccl on GPU)")
     p.add_argument("--max-steps", type=int, metavar="N", help="GRPO steps, in place of the config's max_steps")
     p.add_argument("--check", action="store_true",
@@ -327,11 +336,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tool-parser", choices=("auto", "hermes", "llama3_json", "mistral", "nemotron"),
                    help="native only: the call format (default: the config's, else auto, read from the template)")
     p.add_argument("--adapter", help="a checkpoint's adapter folder")
-    p.add_argument("--samples", type=int, default=0, help="sampled eval with N samples a task (0: greedy)")
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--max-new-tokens", type=int,
+    p.add_argument("--samples", type=non_negative_int, default=0,
+                   help="sampled eval with N samples a task (0: greedy)")
+    p.add_argument("--temperature", type=positive_float, default=1.0)
+    p.add_argument("--max-new-tokens", type=completion_tokens,
                    help="default: the config's max_completion_length, else 64")
-    p.add_argument("--limit", type=int)
+    p.add_argument("--limit", type=positive_int)
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_eval)
     p = sub.add_parser(
@@ -340,10 +350,10 @@ def build_parser() -> argparse.ArgumentParser:
         "SFTTrainer and HF chat templates (apply_chat_template(messages, tools=tools)) take: replies that are calls "
         "become assistant tool_calls, tool results role \"tool\" messages. For a tool_format: json run it drops "
         "the JSON harness's system prompt and one-shot example and keeps the task's own prompt (and messages).")
-    p.add_argument("--run", type=int, required=True, action="extend", nargs="+", help="one or more runs")
+    p.add_argument("--run", type=positive_int, required=True, action="extend", nargs="+", help="one or more runs")
     p.add_argument("--format", choices=("jsonl", "parquet", "openai"), default="jsonl")
     p.add_argument("--split", help="only this split (train, held_out, test, ...)")
-    p.add_argument("--min-reward", type=float, help="only trajectories with at least this reward")
+    p.add_argument("--min-reward", type=finite_float, help="only trajectories with at least this reward")
     p.add_argument("--label", action="append", choices=("good", "bad"),
                    help="only trajectories whose human verdict is this (repeat for both)")
     p.add_argument("--include-superseded", action="store_true", help="also rows of steps redone after a resume")
@@ -355,31 +365,32 @@ def build_parser() -> argparse.ArgumentParser:
         description="Writes OUT/adapter (the LoRA adapter) and OUT/merged (base + adapter merged, with the "
         "tokenizer and its chat template), and prints the vllm serve line (with --tool-call-parser when the "
         "template has a tool format vLLM parses).")
-    p.add_argument("--run", type=int, required=True)
+    p.add_argument("--run", type=positive_int, required=True)
     p.add_argument("--checkpoint", default="promoted", metavar="promoted|latest|STEP",
                    help="which checkpoint (default: the promoted one)")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--db", default=DEFAULT_DB)
     p.set_defaults(fn=cmd_export_model)
     p = sub.add_parser("report", help="validation and test metrics of a run: baseline, SFT-only, each checkpoint, per skill")
-    p.add_argument("--run", type=int, required=True)
+    p.add_argument("--run", type=positive_int, required=True)
     p.add_argument("--db", default=DEFAULT_DB)
     p.add_argument("--mode", choices=("greedy", "sampled"), default="greedy")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--events", type=int, default=20, metavar="N", help="the run's last N events (0: none)")
+    p.add_argument("--events", type=non_negative_int, default=20, metavar="N",
+                   help="the run's last N events (0: none)")
     p.set_defaults(fn=cmd_report)
     p = sub.add_parser("init", help="a starter config, tasks file and verifier to edit")
     p.add_argument("dir")
     p.set_defaults(fn=cmd_init)
     p = sub.add_parser("tui", help="open the workbench on a database")
     p.add_argument("--db", default=DEFAULT_DB)
-    p.add_argument("--run", type=int)
+    p.add_argument("--run", type=positive_int)
     p.set_defaults(fn=cmd_tui)
     p = sub.add_parser("serve", help="serve the workbench to a browser, behind a per-start token (loopback by default)")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--port", type=port, default=8000)
     p.add_argument("--db", default=DEFAULT_DB)
-    p.add_argument("--run", type=int)
+    p.add_argument("--run", type=positive_int)
     p.add_argument("--public-url", help="the URL the browser uses, when it differs (a proxy)")
     p.set_defaults(fn=cmd_serve)
     p = sub.add_parser("demo", help="train the embedded default (SmolLM2-135M, calendar tools) with the UI open")
