@@ -1,7 +1,13 @@
-"""Step metrics, held-out evals and checkpoints: the rows behind the training curves and promotion."""
+"""Step metrics, held-out evals and checkpoints: the rows behind the training curves and promotion.
+
+Metrics are stored as valid JSON: a NaN or infinite value (a diverged loss, a gradient norm) is written as
+null and named under the "nonfinite" key ({"loss": "nan"}), since SQLite's json_extract rejects a bare
+NaN as malformed and Python readers take null and NaN alike as "no value".
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import sqlite_utils
@@ -9,10 +15,36 @@ import sqlite_utils
 from store.db import dumps, now, write_txn
 from store.rows import decode, one
 
+NONFINITE = "nonfinite"  # the key that names the values stored as null because they were NaN or infinite
+
+
+def json_metrics(metrics: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`metrics` with every NaN/inf float (at any depth) as None, and `NONFINITE` mapping where each was
+    (a dotted path; "[i]" in lists) to "nan", "inf" or "-inf". Unchanged when every number is finite."""
+    if metrics is None:
+        return None
+    flags: dict[str, str] = {}
+
+    def clean(value: Any, path: str) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            flags[path] = "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+            return None
+        if isinstance(value, dict):
+            return {k: clean(v, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [clean(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return value
+
+    out = clean(metrics, "")
+    if flags:
+        out[NONFINITE] = flags
+    return out
+
 
 def append_step(db: sqlite_utils.Database, run_id: int, step: int, metrics: dict[str, Any]) -> int:
     cur = db.execute(
-        "INSERT INTO steps (run_id, step, metrics, created) VALUES (?, ?, ?, ?)", [run_id, step, dumps(metrics), now()]
+        "INSERT INTO steps (run_id, step, metrics, created) VALUES (?, ?, ?, ?)",
+        [run_id, step, dumps(json_metrics(metrics)), now()],
     )
     return int(cur.lastrowid)
 
@@ -46,7 +78,7 @@ def record_eval(
     cur = db.execute(
         "INSERT INTO evals (run_id, step, checkpoint_id, tasks, mode, is_baseline, metrics, created) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        [run_id, step, checkpoint_id, dumps(tasks), mode, int(is_baseline), dumps(metrics), now()],
+        [run_id, step, checkpoint_id, dumps(tasks), mode, int(is_baseline), dumps(json_metrics(metrics)), now()],
     )
     return int(cur.lastrowid)
 
@@ -64,7 +96,7 @@ def record_checkpoint(
 ) -> int:
     cur = db.execute(
         "INSERT INTO checkpoints (run_id, step, kind, path, created, metrics) VALUES (?, ?, ?, ?, ?, ?)",
-        [run_id, step, kind, path, now(), dumps(metrics)],
+        [run_id, step, kind, path, now(), dumps(json_metrics(metrics))],
     )
     return int(cur.lastrowid)
 

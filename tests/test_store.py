@@ -184,6 +184,28 @@ def test_superseded_rows_are_kept_but_hidden(db, run_id):
         metrics.append_step(db, run_id, 2, {"reward": 9})
 
 
+def test_non_finite_metrics_are_stored_as_valid_json_with_a_flag(db, run_id):
+    nan, inf = float("nan"), float("inf")
+    metrics.append_step(db, run_id, 0, {"reward": nan, "loss": inf, "grad_norm": -inf, "kl": 0.1})
+    metrics.append_step(db, run_id, 1, {"reward": 0.5})
+    metrics.record_eval(db, run_id, step=1, tasks={"split": "held_out"}, mode="greedy",
+                        metrics={"success_rate": 0.5, "by_skill": {"time_12h": nan}, "ci": [0.1, inf]})
+    metrics.record_checkpoint(db, run_id, step=1, kind="lora", path="/x", metrics={"loss": nan})
+    # SQLite's JSON functions read every row (a bare NaN was "malformed JSON" to json_extract)
+    for table in ("steps", "evals", "checkpoints"):
+        assert db.execute(f"SELECT COUNT(*) FROM {table} WHERE NOT json_valid(metrics)").fetchone()[0] == 0
+    assert db.execute("SELECT json_extract(metrics, '$.reward'), json_extract(metrics, '$.nonfinite.loss') "
+                      "FROM steps WHERE step = 0").fetchone() == (None, "inf")
+    step0, step1 = metrics.steps_since(db, run_id)
+    assert step0["metrics"] == {"reward": None, "loss": None, "grad_norm": None, "kl": 0.1,
+                                "nonfinite": {"reward": "nan", "loss": "inf", "grad_norm": "-inf"}}
+    assert step1["metrics"] == {"reward": 0.5}  # finite rows carry no flag
+    [ev] = metrics.list_evals(db, run_id)
+    assert ev["metrics"]["by_skill"] == {"time_12h": None} and ev["metrics"]["ci"] == [0.1, None]
+    assert ev["metrics"]["nonfinite"] == {"by_skill.time_12h": "nan", "ci[1]": "inf"}
+    assert metrics.list_checkpoints(db, run_id)[0]["metrics"] == {"loss": None, "nonfinite": {"loss": "nan"}}
+
+
 def test_steps_evals_checkpoints(db, run_id):
     metrics.append_step(db, run_id, 0, {"reward": 0.1, "loss": 0.0})
     metrics.append_step(db, run_id, 1, {"reward": 0.3})
