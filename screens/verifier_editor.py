@@ -1,8 +1,10 @@
-"""Verifier editor: edit the reward code, dry-run it on the last 100 stored trajectories (old vs new reward,
-label agreement), apply it through a set_verifier command, and diff against earlier versions.
+"""Verifier editor: edit the reward code, dry-run it on the last 100 training and 50 eval trajectories (old
+vs new reward, label agreement), apply it through a set_verifier command, and diff against earlier versions.
 
 The dry run is workbench.verifier_edit.dry_run (the engine's), run in a thread worker; Apply is enabled
-only by an ok dry run of exactly the text in the editor.
+only by an ok dry run of exactly the text in the editor, and a dry run is ok only when it re-scored at least
+`MIN_ROWS` trajectories (it says how many of each kind). Leaving with an edit that was not applied asks first.
+Below 120 columns the editor and the results take turns at the full height (ctrl+r).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from textual.worker import Worker, WorkerState
 
 from screens.diff_view import diff_text
 from screens.format import clip, num, pct, reward_style
+from screens.modals import ConfirmScreen
 from workbench.view import (
     DryRunOutcome,
     DryRunRow,
@@ -34,7 +37,10 @@ from workbench.view import (
 if TYPE_CHECKING:
     from screens.host import Host
 
-DRY_RUN_N = 100
+DRY_RUN_N = 100  # training trajectories re-scored, and the newest DRY_RUN_N // 2 eval ones
+MIN_ROWS = 8  # one group of the default G: fewer re-scored rows and the dry run is not ok (it checked too little)
+DRY_HINT = (f"No dry run yet: ctrl+d re-scores the last {DRY_RUN_N} training and {DRY_RUN_N // 2} eval "
+            f"trajectories (at least {MIN_ROWS} in all, or it is not ok).")
 BUILTIN = "tool_call_verifier"
 NARROW = 120  # below this width the editor and the results stack vertically
 
@@ -53,7 +59,12 @@ def builtin_code(name: str) -> str:
 def summary_text(summary: dict[str, Any]) -> Text:
     t = Text()
     n = summary.get("n")
-    t.append(f"changed {summary.get('changed', '?')}/{n if n is not None else '?'}", style="bold")
+    kinds = summary.get("by_kind") or {}
+    few = isinstance(n, int) and n < int(summary.get("min_rows") or MIN_ROWS)
+    t.append(f"re-scored {n if n is not None else '?'}", style="bold red" if few else "bold")
+    if kinds:
+        t.append(f" (train {kinds.get('train', 0)}, eval {kinds.get('eval', 0)})")
+    t.append(f"  changed {summary.get('changed', '?')}", style="bold")
     t.append("  mean ")
     t.append(num(summary.get("mean_old"), 2, signed=True), style=reward_style(summary.get("mean_old")))
     t.append(" → ")
@@ -71,7 +82,10 @@ class VerifierEditorScreen(Screen):
         Binding("ctrl+a", "apply", "Apply", id="verifier.apply", priority=True),
         Binding("ctrl+o", "load_version", "Load version", id="verifier.load_version", priority=True,
                 tooltip="Put the selected history version into the editor"),
-        Binding("escape", "back", "Back", id="verifier.back", tooltip="Back (from the editor: twice)"),
+        Binding("ctrl+r", "toggle_results", "Results", id="verifier.results",
+                tooltip="Narrow terminal: show the dry run's results / the editor"),
+        Binding("escape", "back", "Back", id="verifier.back",
+                tooltip="Back (from the editor: twice; asks first when an edit was not applied)"),
     ]
 
     class DryRunDone(Message):
@@ -86,6 +100,7 @@ class VerifierEditorScreen(Screen):
         self.dry_verifier_id: int | None = None
         self.history: list[VerifierVersion] = []
         self.running = False
+        self.saved_code = ""  # what the run has (or was just sent): leaving with other text asks first
 
     @property
     def wb(self) -> Host:
@@ -100,7 +115,7 @@ class VerifierEditorScreen(Screen):
             yield TextArea.code_editor("", language="python", id="code")
             with TabbedContent(id="ve-tabs"):
                 with TabPane("Dry run", id="tab-dry"):
-                    yield Static("No dry run yet: ctrl+d re-scores the last 100 trajectories.", id="dry-summary")
+                    yield Static(DRY_HINT, id="dry-summary")
                     table: DataTable = DataTable(cursor_type="row", id="dry-table")
                     for label, key in (("traj", "traj"), ("old", "old"), ("new", "new"), ("Δ", "delta"),
                                        ("label", "label"), ("new explanation / error", "why")):
@@ -128,12 +143,22 @@ class VerifierEditorScreen(Screen):
             code = builtin_code(self.verifier_name)
             where = f"built-in {self.verifier_name} (no version stored yet)"
         self.query_one("#code", TextArea).load_text(code)
+        self.saved_code = code
         self._status(Text(where, style="cyan"))
         self._load_history()
         self.query_one("#code", TextArea).focus()
 
     def on_resize(self) -> None:
         self.set_class(self.size.width < NARROW, "-narrow")
+        self.refresh_bindings()
+
+    def _show_results(self, show: bool) -> None:
+        """Narrow: the results (True) or the editor at the full height; wide: both, side by side."""
+        self.set_class(show, "-results")
+        if not self.has_class("-narrow"):
+            return
+        # The hidden one must not keep the focus (keys would edit code nobody sees).
+        (self.query_one("#dry-table", DataTable) if show else self.query_one("#code", TextArea)).focus()
 
     # ---- helpers -------------------------------------------------------------------------------------
 
@@ -163,6 +188,8 @@ class VerifierEditorScreen(Screen):
             return True if self.can_apply()[0] else None
         if action == "dry_run":
             return None if self.running else True
+        if action == "toggle_results":
+            return self.has_class("-narrow")
         return True
 
     def _load_history(self) -> None:
@@ -199,7 +226,7 @@ class VerifierEditorScreen(Screen):
         run_id = self.wb.run_id
         assert run_id is not None
         with View.open(self.wb.db_path) as view:
-            result = view.dry_run(run_id, code, n=DRY_RUN_N, name=name)
+            result = view.dry_run(run_id, code, n=DRY_RUN_N, n_eval=DRY_RUN_N // 2, name=name, min_rows=MIN_ROWS)
         self.post_message(self.DryRunDone(result, code))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -212,30 +239,43 @@ class VerifierEditorScreen(Screen):
             self._finish_dry_run(None, message.error or "dry run returned nothing")
             return
         res = message.result
+        if res.verifier_id is not None:  # it ran (ok or not): show what it re-scored, and how many
+            self._fill_dry_table(list(res.rows))
+            self._load_history()
         if not res.ok:
-            self._finish_dry_run(None, res.error or "the verifier did not compile")
+            self._finish_dry_run(None, res.error or "the verifier did not compile", res.summary)
             return
         self.dry_code, self.dry_verifier_id = message.code, res.verifier_id
-        self._fill_dry_table(list(res.rows))
         self.query_one("#dry-summary", Static).update(summary_text(res.summary or {}))
         self._finish_dry_run(res, None)
-        self._load_history()
 
-    def _finish_dry_run(self, result: DryRunOutcome | None, error: str | None) -> None:
+    def _finish_dry_run(self, result: DryRunOutcome | None, error: str | None,
+                        summary: dict[str, Any] | None = None) -> None:
         self.running = False
         self.query_one("#dry-run", Button).disabled = False
+        self.query_one(TabbedContent).active = "tab-dry"
         if error is not None:
             self.dry_code = self.dry_verifier_id = None
             self._status(Text(f"✗ {error}", style="bold red"))
-            self.query_one("#dry-summary", Static).update(Text(error, style="red"))
+            body = summary_text(summary) if summary and "n" in summary else Text()
+            if body:
+                body.append("\n")
+            body.append(error, style="red")
+            self.query_one("#dry-summary", Static).update(body)
             if m := re.search(r"line (\d+)", error):
                 editor = self.query_one("#code", TextArea)
                 editor.move_cursor((max(0, int(m.group(1)) - 1), 0))
-                editor.focus()
+                self._show_results(False)
+            else:
+                self._show_results(True)
         else:
             ok, why = self.can_apply()
-            self._status(Text("✓ dry run ok: ctrl+a applies it" if ok else f"✓ dry run ok ({why})", style="green"))
-        self.query_one(TabbedContent).active = "tab-dry"
+            kinds = (result.summary if result else {}).get("by_kind") or {}
+            n = (result.summary if result else {}).get("n", 0)
+            # Short enough for 80 columns beside the buttons; the Apply button (ctrl+a) lights up when ok.
+            what = f"✓ dry run ok, {n} re-scored ({kinds.get('train', 0)} train, {kinds.get('eval', 0)} eval)"
+            self._status(Text(what if ok else f"{what}: {why}", style="green"))
+            self._show_results(True)
         self._update_apply()
 
     def _fill_dry_table(self, rows: list[DryRunRow]) -> None:
@@ -268,6 +308,7 @@ class VerifierEditorScreen(Screen):
             return
         # When it takes effect is the worker's rule (a step boundary): its answer arrives as a toast.
         self.wb.send_command("set_verifier", {"verifier_id": self.dry_verifier_id})
+        self.saved_code = self.code  # sent: leaving now drops nothing
         self._status(Text("set_verifier sent: the worker activates it at the next step boundary and answers",
                           style="green"))
 
@@ -297,5 +338,20 @@ class VerifierEditorScreen(Screen):
         self.query_one("#code", TextArea).load_text(v.code)
         self._status(Text(f"loaded {v.title} into the editor", style="cyan"))
 
+    def action_toggle_results(self) -> None:
+        self._show_results(not self.has_class("-results"))
+
     def action_back(self) -> None:
-        self.app.pop_screen()
+        if self.code == self.saved_code:
+            self.app.pop_screen()
+            return
+
+        def answer(leave: bool | None) -> None:
+            if leave:
+                self.app.pop_screen()
+
+        tested = self.dry_code == self.code and self.dry_verifier_id is not None
+        detail = ("Its dry run passed but it was not applied (ctrl+a)." if tested
+                  else "It was not applied (a dry run, ctrl+d, then ctrl+a). Every dry-run version stays in History.")
+        self.app.push_screen(ConfirmScreen("Leave the verifier editor and drop the edit?", detail, yes="Leave"),
+                             answer)

@@ -79,11 +79,13 @@ async def test_dry_run_then_apply_enqueues_set_verifier(fake):
         await pilot.press("ctrl+d")
         await wait_until(pilot, lambda: not screen.running, timeout=30, what="dry run")
         table = screen.query_one("#dry-table", DataTable)
-        assert table.row_count == 48  # all 48 training rows of the fake (fewer than 100)
+        assert table.row_count == 52  # all 48 training rows of the fake (fewer than 100) and its 4 eval rows
         first = table.get_row_at(0)
         assert plain_cell(first[1]) != plain_cell(first[2])  # a changed reward leads
         summary = plain(screen.query_one("#dry-summary"))
+        assert "re-scored 52 (train 48, eval 4)" in summary
         assert "changed" in summary and "label agreement" in summary
+        assert "✓ dry run ok, 52 re-scored (48 train, 4 eval)" in plain(screen.query_one("#ve-status"))
         assert not screen.query_one("#apply", Button).disabled
         assert screen.query_one("#history-table", DataTable).row_count == 2  # the new version is stored
         await pilot.press("ctrl+a")
@@ -99,3 +101,73 @@ async def test_dry_run_then_apply_enqueues_set_verifier(fake):
 
 def plain_cell(cell) -> str:
     return cell.plain if hasattr(cell, "plain") else str(cell)
+
+
+async def test_a_dry_run_that_rescored_too_few_rows_is_not_ok(fake):
+    """A run paused before its first step's rows: nothing to re-score, so nothing was checked: not ok, and
+    Apply stays off (the worker refuses such a version too)."""
+    from store import trajectories
+    from workbench.verifiers import builtin_verifier_code
+
+    db = store.open_db(fake.db_path)
+    trajectories.mark_superseded(db, fake.run_id, after_step=-1)  # every row of every step hidden
+    db.conn.close()
+    app = WorkbenchApp(fake.db_path, poll_s=0.2)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_editor(pilot)
+        screen.query_one("#code", TextArea).load_text(builtin_verifier_code("tool_call_verifier"))
+        await pilot.press("ctrl+d")
+        await wait_until(pilot, lambda: not screen.running, timeout=30, what="dry run")
+        status = plain(screen.query_one("#ve-status"))
+        assert "✗ re-scored only 0 trajectories (train 0, eval 0)" in status and "at least 8" in status
+        assert "ok" not in status.replace("not", "")
+        assert "re-scored 0 (train 0, eval 0)" in plain(screen.query_one("#dry-summary"))
+        assert screen.query_one("#apply", Button).disabled
+        await pilot.press("ctrl+a")
+        await pilot.pause()
+        assert pending(fake) == []
+
+
+async def test_leaving_an_unapplied_edit_asks_first(fake):
+    from screens.dashboard import DashboardScreen
+    from screens.modals import ConfirmScreen
+
+    app = WorkbenchApp(fake.db_path, poll_s=0.2)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_editor(pilot)
+        await pilot.press("escape", "escape")  # nothing edited: it just leaves
+        await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen), what="the dashboard")
+        screen = await open_screen(pilot, "v", VerifierEditorScreen)
+        screen.query_one("#code", TextArea).insert("# stricter\n", location=(0, 0))
+        await pilot.press("escape", "escape")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirm")
+        assert "not applied" in app.screen.detail
+        await pilot.press("n")  # stay: the edit is still there
+        await wait_until(pilot, lambda: app.screen is screen)
+        assert screen.code.startswith("# stricter")
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen), what="left, edit dropped")
+
+
+async def test_the_editor_is_usable_at_80x24(fake):
+    """80x24: the editor and the results take turns at the full height (more than 10 lines / 4 rows)."""
+    from workbench.verifiers import builtin_verifier_code
+
+    app = WorkbenchApp(fake.db_path, poll_s=0.2)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_editor(pilot)
+        editor = screen.query_one("#code", TextArea)
+        await pilot.pause(0.1)
+        assert editor.size.height >= 20 and editor.has_focus
+        editor.load_text(builtin_verifier_code("tool_call_verifier"))
+        await pilot.press("ctrl+d")
+        await wait_until(pilot, lambda: not screen.running, timeout=30, what="dry run")
+        await pilot.pause(0.1)
+        table = screen.query_one("#dry-table", DataTable)
+        assert not editor.display and table.has_focus  # the results, in the editor's place
+        assert table.size.height - 1 >= 12  # rows on screen under the header
+        await pilot.press("ctrl+r")  # back to the editor
+        await pilot.pause(0.1)
+        assert editor.display and editor.has_focus and editor.size.height >= 20

@@ -24,6 +24,16 @@ from workbench.types import Output, Task, ToolCall
 from workbench.verifiers import AnyVerifier, VerifierCompileError, VerifierError, load_verifier_code
 
 GOOD_AT = 0.5  # a human "good" agrees with a reward >= this, "bad" with one below
+# A dry run passes only when it re-scored at least this many episodes: "changed 0/0" then "ok" checked
+# nothing, and Apply went through on it (a run paused in its first step has no training rows yet). The
+# engine's floor is one row; the verifier editor asks for more (screens.verifier_editor.MIN_ROWS).
+MIN_ROWS = 1
+EVAL_SPLITS = ("held_out", "test")  # the evals' rows (validation, test): re-scored beside the training ones
+
+
+def kind_of(split: str) -> str:
+    """The two kinds a dry run reports: episodes the policy trained on, and the evals' episodes."""
+    return "train" if split == "train" else "eval"
 
 
 @dataclass
@@ -109,26 +119,38 @@ def _agrees(reward: float | None, verdict: str) -> bool:
     return reward is not None and ((reward >= GOOD_AT) == (verdict == "good"))
 
 
+def rows_to_rescore(db: sqlite_utils.Database, run_id: int, n: int, n_eval: int) -> list[dict[str, Any]]:
+    """The run's newest `n` live training episodes and newest `n_eval` eval episodes, newest first."""
+    rows = store.trajectories.last_trajectories(db, run_id, n)
+    evals = [r for split in EVAL_SPLITS for r in store.trajectories.last_trajectories(db, run_id, n_eval, split=split)]
+    evals.sort(key=lambda r: r["id"], reverse=True)
+    return sorted(rows + evals[:n_eval], key=lambda r: r["id"], reverse=True)
+
+
 def dry_run(
-    db: sqlite_utils.Database, run_id: int, code: str, *, n: int = 100, name: str | None = None, note: str = ""
+    db: sqlite_utils.Database, run_id: int, code: str, *, n: int = 100, n_eval: int = 0,
+    min_rows: int = MIN_ROWS, name: str | None = None, note: str = "",
 ) -> DryRunResult:
-    """Compile `code`, score the run's last `n` training trajectories with it, store version + results."""
+    """Compile `code`, score the run's last `n` training and last `n_eval` eval trajectories with it, store
+    version + results. It is ok only when none errored and at least `min_rows` were re-scored;
+    the summary says how many of each kind (`by_kind`: train, eval) and split (`by_split`)."""
     active = store.verifiers.active_verifier(db, run_id)
     name = name or (active["name"] if active else "custom")
     verifier, err = _load(code, name)
     if verifier is None:
         return DryRunResult(None, False, err)
     try:
-        return _dry_run(db, run_id, code, verifier, n=n, name=name, note=note)
+        return _dry_run(db, run_id, code, verifier, n=n, n_eval=n_eval,
+                        min_rows=min_rows, name=name, note=note)
     finally:
         verifier.close()  # its worker process, if isolated
 
 
-def _dry_run(db: sqlite_utils.Database, run_id: int, code: str, verifier: AnyVerifier, *, n: int, name: str,
-             note: str) -> DryRunResult:
+def _dry_run(db: sqlite_utils.Database, run_id: int, code: str, verifier: AnyVerifier, *, n: int, n_eval: int,
+             min_rows: int, name: str, note: str) -> DryRunResult:
     run = store.runs.get_run(db, run_id)
     cfg = config_from_dict(run["config"], f"run {run_id} config")
-    rows = store.trajectories.last_trajectories(db, run_id, n)
+    rows = rows_to_rescore(db, run_id, n, n_eval)
     verdicts = store.labels.verdicts(db, [r["id"] for r in rows])
     tasks: dict[int, Task] = {}
     pairs = []
@@ -163,8 +185,13 @@ def _dry_run(db: sqlite_utils.Database, run_id: int, code: str, verifier: AnyVer
         1 for x in results if x["error"] or x["old_reward"] is None or abs(x["new_reward"] - x["old_reward"]) > 1e-9
     )
     mean = lambda vals: sum(vals) / len(vals) if vals else None  # noqa: E731
+    by_split: dict[str, int] = {}
+    for r in rows:
+        by_split[r["split"]] = by_split.get(r["split"], 0) + 1
+    by_kind = {"train": by_split.get("train", 0), "eval": sum(v for k, v in by_split.items() if kind_of(k) == "eval")}
     summary = {
-        "ok": errors == 0, "n": len(results), "changed": changed, "errors": errors,
+        "ok": errors == 0 and len(results) >= min_rows, "n": len(results), "changed": changed, "errors": errors,
+        "by_kind": by_kind, "by_split": by_split, "min_rows": min_rows,
         "mean_old": mean([x["old_reward"] for x in results if x["old_reward"] is not None]),
         "mean_new": mean([x["new_reward"] for x in results if x["new_reward"] is not None]),
         "labelled": len(labelled),
@@ -174,5 +201,11 @@ def _dry_run(db: sqlite_utils.Database, run_id: int, code: str, verifier: AnyVer
     }
     vid = store.verifiers.add_verifier_version(db, run_id, name, code, note=note)
     store.verifiers.record_dry_run(db, vid, results, summary)
-    error = None if summary["ok"] else f"{errors} of {len(results)} trajectories errored: {summary['first_error']}"
+    if errors:
+        error = f"{errors} of {len(results)} trajectories errored: {summary['first_error']}"
+    elif not summary["ok"]:
+        error = (f"re-scored only {len(results)} trajectories (train {by_kind['train']}, eval {by_kind['eval']}); "
+                 f"a dry run needs at least {min_rows} to check anything: let the run write some first")
+    else:
+        error = None
     return DryRunResult(vid, summary["ok"], error, summary, store.verifiers.dry_run_rows(db, vid))

@@ -194,12 +194,13 @@ class View:
     def verifier_history(self, run_id: int) -> list[VerifierVersion]:
         return [VerifierVersion.from_row(v) for v in store.verifiers.verifier_history(self.db, run_id)]
 
-    def dry_run(self, run_id: int, code: str, *, n: int, name: str) -> DryRunOutcome:
-        """Compile `code`, re-score the run's last `n` training episodes with it, store the version and
-        the results (the engine's `verifier_edit.dry_run`)."""
+    def dry_run(self, run_id: int, code: str, *, n: int, name: str, n_eval: int = 0, min_rows: int = 1
+                ) -> DryRunOutcome:
+        """Compile `code`, re-score the run's last `n` training and `n_eval` eval episodes with it, store the
+        version and the results (the engine's `verifier_edit.dry_run`); ok only with >= `min_rows` re-scored."""
         from workbench.verifier_edit import dry_run
 
-        res = dry_run(self.db, run_id, code, n=n, name=name)
+        res = dry_run(self.db, run_id, code, n=n, n_eval=n_eval, name=name, min_rows=min_rows)
         return DryRunOutcome(res.verifier_id, res.ok, res.error, res.summary, [DryRunRow.from_row(r) for r in res.rows])
 
     def enqueue(self, run_id: int, kind: str, payload: dict[str, Any] | None = None) -> int:
