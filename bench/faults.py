@@ -8,7 +8,8 @@ the timeline: when each phase (baseline eval, SFT, each step's rollout and updat
 Each trial starts the same run afresh, kills the process (SIGKILL) at a moment inside one phase, then runs
 `workbench train --resume` to the end and checks: every trajectory committed before the kill is still
 there (live or superseded), no step or episode is live twice, `PRAGMA integrity_check`, the run finished,
-and the final adapter equals the straight run's. "checkpoint" trials also tear the newest checkpoint's
+the final adapter equals the straight run's, and every policy's eval (baseline, each checkpoint's) is there
+once and whole, part by part and row by row, as in the straight run. "checkpoint" trials also tear the newest checkpoint's
 weights file after the kill (as a torn write would leave it): the resume must name that file and fall back
 to the checkpoint before it.
 """
@@ -112,12 +113,29 @@ def checks(db_path: Path, before: dict[str, Any]) -> dict[str, Any]:
         "SELECT COUNT(*) FROM (SELECT 1 FROM trajectories WHERE superseded = 0 GROUP BY step, split, group_idx, "
         "sample_idx, COALESCE(eval_id, -1) HAVING COUNT(*) > 1)").fetchone()[0]
     integrity = raw.execute("PRAGMA integrity_check").fetchone()[0]
+    evals = eval_sets(raw)
     status = raw.execute("SELECT status FROM runs WHERE id = 1").fetchone()[0]
     final = raw.execute("SELECT path FROM checkpoints WHERE run_id = 1 AND kind = 'final' ORDER BY id DESC").fetchone()
     raw.close()
     return {"lost": sum(1 for i in before["ids"] if i not in have), "dup_live_steps": dup_steps,
             "dup_live_rows": dup_rows, "integrity": integrity, "status": status,
-            "final_adapter": final[0] if final else None}
+            "final_adapter": final[0] if final else None, "eval_sets": evals}
+
+
+def eval_sets(raw: sqlite3.Connection) -> dict[str, list[list[Any]]]:
+    """The live evals per policy ("baseline", or the checkpoint's "kind@step"): each part (split, mode) with
+    its live row count, sorted. A trial's must equal the straight run's: a part missing, half-written (fewer
+    rows) or there twice (two live SFT-only evals) shows as a difference."""
+    out: dict[str, list[list[Any]]] = {}
+    for is_base, kind, step, tasks, mode, rows in raw.execute(
+            "SELECT e.is_baseline, c.kind, e.step, e.tasks, e.mode, "
+            "(SELECT COUNT(*) FROM trajectories t WHERE t.eval_id = e.id AND t.superseded = 0) "
+            "FROM evals e LEFT JOIN checkpoints c ON c.id = e.checkpoint_id "
+            "WHERE e.run_id = 1 AND e.superseded = 0"):
+        split = (json.loads(tasks) or {}).get("split", "held_out") if tasks else "held_out"
+        key = "baseline" if is_base else f"{kind}@{step}"
+        out.setdefault(key, []).append([split, mode, rows])
+    return {k: sorted(v) for k, v in sorted(out.items())}
 
 
 def adapter_diff(a: str | None, b: str | None) -> float | None:
@@ -144,8 +162,8 @@ def tear_newest_checkpoint(db_path: Path) -> str | None:
     return str(weights)
 
 
-def trial(i: int, phase: str, anchor: str, at: float, cfg_path: Path, work: Path, straight_final: str | None
-          ) -> dict[str, Any]:
+def trial(i: int, phase: str, anchor: str, at: float, cfg_path: Path, work: Path, straight_final: str | None,
+          straight_evals: dict[str, list[list[Any]]]) -> dict[str, Any]:
     db_path = work / f"trial{i}.db"
     log: list[tuple[float, str]] = []
     proc = train([str(cfg_path), "--db", str(db_path)], log)
@@ -167,6 +185,10 @@ def trial(i: int, phase: str, anchor: str, at: float, cfg_path: Path, work: Path
            "resume_s": round(time.monotonic() - t0, 1), "rows_before_kill": len(before["ids"]),
            **checks(db_path, before)}
     out["adapter_max_diff"] = adapter_diff(out.pop("final_adapter"), straight_final)
+    sets = out.pop("eval_sets")
+    out["evals_as_straight"] = sets == straight_evals
+    if not out["evals_as_straight"]:
+        out["eval_sets"] = sets
     if torn is not None:
         text = "\n".join(line for _, line in resume_log)
         out["torn_file"] = torn
@@ -246,7 +268,8 @@ def main() -> None:
     for i in range(args.trials):
         phase = PHASES[i % len(PHASES)]
         anchor, lo, hi = rng.choice(phases[phase] or phases["rollout"])
-        r = trial(i, phase, anchor, rng.uniform(lo, hi), cfg_path, work, straight["final_adapter"])
+        r = trial(i, phase, anchor, rng.uniform(lo, hi), cfg_path, work, straight["final_adapter"],
+                  straight["eval_sets"])
         results.append(r)
         print(json.dumps(r))
     extra = {"disk_full": disk_full(work), "locked_db": locked_db(cfg_path, work, args.hold_s)}
@@ -259,6 +282,11 @@ def main() -> None:
         "finished": sum(r["status"] == "finished" for r in results),
         "adapter_equal": sum(r["adapter_max_diff"] == 0.0 for r in results),
         "torn_named": [r.get("torn_named_on_resume") for r in results if "torn_file" in r],
+        "evals_as_straight": sum(r["evals_as_straight"] for r in results),
+        # A trial passes only when everything above holds for it, its evals included.
+        "passed": sum(r["lost"] == 0 and r["dup_live_steps"] == 0 and r["dup_live_rows"] == 0
+                      and r["integrity"] == "ok" and r["status"] == "finished" and r["adapter_max_diff"] == 0.0
+                      and r["evals_as_straight"] for r in results),
     }
     print(json.dumps(summary))
     Path(args.out).write_text(json.dumps({"straight_s": round(straight_s, 1), "phases": phases, "summary": summary,

@@ -121,3 +121,24 @@ def promote_checkpoint(db: sqlite_utils.Database, checkpoint_id: int) -> None:
 
 def promoted_checkpoint(db: sqlite_utils.Database, run_id: int) -> dict[str, Any] | None:
     return one(db.execute("SELECT * FROM checkpoints WHERE run_id = ? AND promoted = 1", [run_id]))
+
+
+def eval_row_counts(db: sqlite_utils.Database, eval_ids: list[int]) -> dict[int, int]:
+    """How many trajectory rows each of these evals has (an eval written before evals were atomic may have 0)."""
+    if not eval_ids:
+        return {}
+    marks = ", ".join("?" * len(eval_ids))
+    rows = db.execute(f"SELECT eval_id, COUNT(*) FROM trajectories WHERE eval_id IN ({marks}) GROUP BY eval_id",
+                      list(eval_ids)).fetchall()
+    return {int(e): int(n) for e, n in rows}
+
+
+def supersede_evals(db: sqlite_utils.Database, eval_ids: list[int]) -> None:
+    """Hide (never delete) these evals and their rows: a half-written eval about to be redone, or one of a
+    policy the run no longer continues from."""
+    if not eval_ids:
+        return
+    marks = ", ".join("?" * len(eval_ids))
+    with write_txn(db):
+        db.execute(f"UPDATE evals SET superseded = 1 WHERE id IN ({marks})", list(eval_ids))
+        db.execute(f"UPDATE trajectories SET superseded = 1 WHERE eval_id IN ({marks})", list(eval_ids))

@@ -14,12 +14,9 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
-import hashlib
-import json
 import random
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +25,14 @@ import torch
 
 import store
 from workbench import checkpoint as ckpt
-from workbench import grpo, metric_log, splits, trajectory_rows
+from workbench import grpo, metric_log, splits
 from workbench.config import Config
 from workbench.envs import bind_tokenizer, env_for_config
 from workbench.eval import EvalResult, evaluate
 from workbench.models import Policy, load_policy
 from workbench.progress import Progress, eval_label
 from workbench.rollout.runner import Rollout, Sampling, run_rollouts
+from workbench.run.recorder import EvalPart, Recorder, Scored, expected_parts, missing_parts, task_row
 from workbench.safe_points import Interrupted, layer_safe_points
 from workbench.sft import run_sft
 from workbench.sft_native import env_sft_examples, native_sft_rows
@@ -42,8 +40,6 @@ from workbench.tasks import load_task_source
 from workbench.types import Score, Task
 from workbench.update import policy_update, update_items
 from workbench.verifiers import Verifier, get_verifier, load_verifier_code
-from workbench.view.evaluations import promotion
-from workbench.view.records import Checkpoint, Eval
 
 
 class Hooks:
@@ -66,12 +62,6 @@ class Hooks:
         return False
 
 
-@dataclass
-class Scored:
-    rollout: Rollout
-    score: Score
-
-
 def make_engine(cfg: Config, policy: Policy, work_dir: Path | None = None) -> Any:
     if cfg.rollout in ("hf", "hf_generate"):  # in-process; transformers' generate where our sampler cannot go
         from workbench.rollout.hf_generate import local_engine
@@ -80,22 +70,6 @@ def make_engine(cfg: Config, policy: Policy, work_dir: Path | None = None) -> An
     from workbench.rollout import vllm  # optional extra, imported lazily; fails with a message naming it
 
     return vllm.make(cfg, policy, work_dir=work_dir)
-
-
-_TASK_FIELDS_V1 = ("id", "prompt", "expected_tool", "expected_args", "tools", "split", "dataset", "initial_state",
-                   "expected_state")
-
-
-def task_row(task: Task) -> dict[str, Any]:
-    # The content hash in the key keeps an edited tasks file from rewriting the tasks older runs point at.
-    # Fields added to Task later count only when set, so a resumed older run finds its tasks' keys unchanged.
-    content = {k: v for k, v in task.to_dict().items() if k in _TASK_FIELDS_V1 or v is not None}
-    digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:10]
-    return {
-        "key": f"{task.dataset}/{task.split}/{task.id}/{digest}", "dataset": task.dataset, "split": task.split,
-        "prompt": task.prompt, "expected_tool": task.expected_tool, "expected_args": task.expected_args,
-        "tools": task.tools, "extra": task.to_dict(),
-    }
 
 
 def run_dir_for(cfg: Config, run_id: int, created: float) -> Path:
@@ -147,6 +121,7 @@ class Trainer:
         self.progress = Progress(db, run_id, log)
         self.task_ids = store.tasks.add_tasks(
             db, [task_row(t) for t in self.train_tasks + self.eval_tasks + self.test_tasks])
+        self.recorder = Recorder(db, run_id, self.task_ids, primary=self.writes_run_dir, log=log)
         for w in split_warnings:
             self.log(f"warning: {w}")
             store.runs.add_event(db, run_id, "warning", w)
@@ -229,8 +204,16 @@ class Trainer:
                 if eval_due:
                     self.run_eval(checkpoint_id=ck)
 
+    def _expected_eval_parts(self) -> list[str]:
+        return expected_parts(sampled=self.cfg.eval_samples > 0, test=bool(self.test_tasks))
+
     def _needs_baseline(self) -> bool:
-        return not any(e["is_baseline"] for e in store.metrics.list_evals(self.db, self.run_id))
+        """No whole baseline eval: redo it (a part-written one, from before evals were atomic, is superseded)."""
+        base = [e for e in store.metrics.list_evals(self.db, self.run_id) if e["is_baseline"]]
+        if base and missing_parts(self.db, base, self._expected_eval_parts()):
+            self.recorder.supersede_evals(base, "the baseline eval was not wholly recorded; redone")
+            return True
+        return not base
 
     def run_sft_phase(self) -> None:
         distinct = len({id(t) for t in self.sft_tasks})  # sft_skill_weights repeats the same Task objects
@@ -517,24 +500,11 @@ class Trainer:
         }
 
     def _store_step(self, step: int, groups: list[list[Scored]], advantages: list[list[float | None]]) -> None:
-        rows = []
-        for g, (grp, adv) in enumerate(zip(groups, advantages, strict=True)):
-            for i, (s, a) in enumerate(zip(grp, adv, strict=True)):
-                rows.append(self._trajectory_row(s, step=step, split="train", group_idx=g, sample_idx=i, advantage=a))
-        store.trajectories.insert_trajectories(self.db, trajectory_rows.add_sharing_hints(rows))
-
-    def _trajectory_row(self, s: Scored, **fields: Any) -> dict[str, Any]:
-        r, out = s.rollout, s.rollout.output
-        return {
-            "run_id": self.run_id, "task_id": self.task_ids[task_row(r.task)["key"]], "messages": out.messages,
-            "completion": out.text, "outcome": trajectory_rows.outcome(out, r.task),
-            "token_trace": trajectory_rows.token_trace(r),
-            "tool_calls": [dataclasses.replace(c, id=c.id or f"call_{i}").to_dict() for i, c in enumerate(out.tool_calls)],
-            "reward":
-            None if s.score.error else s.score.total, "reward_parts": s.score.parts, "explanation": s.score.explanation,
-            "verifier_id": self.verifier_id, "prompt_tokens": r.prompt_tokens, "tokens": r.completion_tokens,
-            "truncated": int(r.truncated), "latency": r.latency_s, "error": s.score.error, **fields,
-        }
+        self.recorder.store_rows([
+            self.recorder.row(s, self.verifier_id, step=step, split="train", group_idx=g, sample_idx=i, advantage=a)
+            for g, (grp, adv) in enumerate(zip(groups, advantages, strict=True))
+            for i, (s, a) in enumerate(zip(grp, adv, strict=True))
+        ])
 
     def _lr_at(self, step: int, lr: float) -> float:
         """The learning rate at `step`: `lr` through the warm-up."""
@@ -564,40 +534,39 @@ class Trainer:
     # ----- eval and checkpoints ------------------------------------------------------------------------
     def run_eval(self, *, is_baseline: bool = False, checkpoint_id: int | None = None,
                  label: str | None = None) -> dict[str, Any]:
-        """Held-out eval(s) of the current policy, recorded with their rows; `label` says what is evaluated
-        (default: base, SFT-only or "GRPO step k"). A stop inside raises `Interrupted`: the eval it stopped in
-        records nothing; the validation greedy eval (and its promotion decision) may already be recorded."""
+        """Held-out eval(s) of the current policy; `label` says what is evaluated (default: base, SFT-only or
+        "GRPO step k"). Validation greedy, then sampled (eval_samples), then test (reported beside validation,
+        never read by promotion): all computed and scored first, then recorded with the promotion decision in
+        one transaction (workbench.run.recorder). A stop inside raises `Interrupted` and records nothing of
+        this checkpoint's eval; a resume redoes it."""
         label = label or eval_label(is_baseline=is_baseline, sft_only=self.step == 0 and self.sft_done
                                     and self.cfg.sft_steps > 0, step=self.step)
-        result = self._evaluate(samples=0, label=label)
-        metrics = dict(result.metrics)
-        eval_id = store.metrics.record_eval(
-            self.db, self.run_id, step=self.step, tasks={"source": self.cfg.held_out_eval, "n": len(self.eval_tasks)},
-            mode="greedy", metrics=metrics, checkpoint_id=checkpoint_id, is_baseline=is_baseline,
-        )
-        self._store_eval_rollouts(result, eval_id, checkpoint_id)
-        if checkpoint_id is not None:  # decided now: a stop in the evals below must not leave it undecided
-            self._maybe_promote(checkpoint_id, eval_id)
+        validation = self._eval_part(self._evaluate(samples=0, label=label), "held_out",
+                                     {"source": self.cfg.held_out_eval, "n": len(self.eval_tasks)}, samples=0)
+        parts = [validation]
         if self.cfg.eval_samples > 0:
-            sampled = self._evaluate(samples=self.cfg.eval_samples, label=label)
-            sid = store.metrics.record_eval(
-                self.db, self.run_id, step=self.step, tasks={"source": self.cfg.held_out_eval,
-                                                              "n": len(self.eval_tasks)},
-                mode="sampled", metrics=sampled.metrics, checkpoint_id=checkpoint_id, is_baseline=is_baseline,
-            )
-            self._store_eval_rollouts(sampled, sid, checkpoint_id)
-        if self.test_tasks:  # reported beside validation; never read by promotion or any other decision
-            tested = self._evaluate(samples=0, label=f"{label} (test)", tasks=self.test_tasks)
-            tid = store.metrics.record_eval(
-                self.db, self.run_id, step=self.step, mode="greedy", metrics=tested.metrics,
-                tasks={"source": self.cfg.test_tasks, "split": "test", "n": len(self.test_tasks)},
-                checkpoint_id=checkpoint_id, is_baseline=is_baseline,
-            )
-            self._store_eval_rollouts(tested, tid, checkpoint_id, split="test")
-            self.log(f"test at step {self.step}: {label}: success {tested.metrics.get('success_rate', 0):.3f}")
+            parts.append(self._eval_part(self._evaluate(samples=self.cfg.eval_samples, label=label), "held_out",
+                                         {"source": self.cfg.held_out_eval, "n": len(self.eval_tasks)},
+                                         samples=self.cfg.eval_samples))
+        if self.test_tasks:
+            parts.append(self._eval_part(
+                self._evaluate(samples=0, label=f"{label} (test)", tasks=self.test_tasks), "test",
+                {"source": self.cfg.test_tasks, "split": "test", "n": len(self.test_tasks)}, samples=0))
+        self.recorder.record_evals(parts, step=self.step, verifier_id=self.verifier_id, checkpoint_id=checkpoint_id,
+                                   is_baseline=is_baseline)
+        metrics = validation.metrics
+        if self.test_tasks:
+            self.log(f"test at step {self.step}: {label}: success {parts[-1].metrics.get('success_rate', 0):.3f}")
         self.log(f"eval at step {self.step}: {label}: success {metrics.get('success_rate', 0):.3f} "
                  f"valid JSON {metrics.get('valid_json_rate', 0):.3f}")
         return metrics
+
+    def _eval_part(self, result: EvalResult, split: str, tasks: dict[str, Any], *, samples: int) -> EvalPart:
+        """An eval's result with each row scored by the active verifier (the primary writer only: the other
+        ranks keep the metrics alone)."""
+        episodes = [Scored(r, self.score(r)) for r in result.rollouts] if self.recorder.primary else []
+        return EvalPart(mode="sampled" if samples else "greedy", split=split, tasks=tasks,
+                        metrics=dict(result.metrics), episodes=episodes, per_task=max(1, samples))
 
     def _evaluate(self, samples: int, label: str = "", tasks: list[Task] | None = None) -> EvalResult:
         label += " sampled" if samples else ""
@@ -617,34 +586,11 @@ class Trainer:
                 on_tokens=lambda done: point(), on_progress=progress,
             )
 
-    def _store_eval_rollouts(self, result: EvalResult, eval_id: int, checkpoint_id: int | None,
-                             split: str = "held_out") -> None:
-        n_tasks = len(self.test_tasks if split == "test" else self.eval_tasks)
-        n = max(1, len(result.rollouts) // max(1, n_tasks))  # samples per task
-        rows = [
-            self._trajectory_row(Scored(r, self.score(r)), step=self.step, split=split, group_idx=i // n,
-                                 sample_idx=i % n, eval_id=eval_id, checkpoint_id=checkpoint_id)
-            for i, r in enumerate(result.rollouts)
-        ]
-        store.trajectories.insert_trajectories(self.db, trajectory_rows.add_sharing_hints(rows))
-
-    def _maybe_promote(self, checkpoint_id: int, eval_id: int) -> None:
-        """The promotion rule lives in workbench.view.evaluations (the report and the UI read the same)."""
-        evals = [Eval.from_row(e) for e in store.metrics.list_evals(self.db, self.run_id)]
-        promoted = store.metrics.promoted_checkpoint(self.db, self.run_id)
-        candidate = next(e for e in evals if e.id == eval_id)
-        decision = promotion(candidate, evals, promoted and Checkpoint.from_row(promoted))
-        if decision.promote:
-            store.metrics.promote_checkpoint(self.db, checkpoint_id)
-        verdict = "promoted" if decision.promote else "not promoted"
-        store.runs.add_event(self.db, self.run_id, "promotion", f"step {self.step}: {verdict}: {decision.reason}")
-        self.log(f"checkpoint at step {self.step} {verdict}: {decision.reason}")
-
     def save_checkpoint(self, kind: str) -> int:
         path = self.run_dir / f"step-{self.step:05d}-{kind}"
         ckpt.save(path, policy=self.policy, optimizer=self.optimizer, scheduler=None,
                   state={"step": self.step, "lr": self.lr, "temperature": self.temperature, "sft_done": self.sft_done})
-        return store.metrics.record_checkpoint(self.db, self.run_id, step=self.step, kind=kind, path=str(path))
+        return self.recorder.record_checkpoint(step=self.step, kind=kind, path=str(path))
 
     def _newest_whole(self, checkpoints: list[dict[str, Any]]) -> dict[str, Any] | None:
         """The newest of these checkpoints that is whole. A torn or missing one (a kill or a full disk
@@ -666,6 +612,10 @@ class Trainer:
         last = self._newest_whole(checkpoints)
         if last is None:
             store.trajectories.mark_superseded(self.db, self.run_id, after_step=0)
+            # Starting over: only the baseline still measures a policy the run will have (the base model).
+            self.recorder.supersede_evals(
+                [e for e in store.metrics.list_evals(self.db, self.run_id) if not e["is_baseline"]],
+                "no whole checkpoint is left: the run starts over from the base model")
             return None
         if self._kl_to_sft:  # the KL reference is the SFT policy: pin it again first, from a whole one only
             # The newest whole checkpoint may itself be the SFT one: already verified, not hashed again.
@@ -685,7 +635,17 @@ class Trainer:
         n = store.trajectories.mark_superseded(self.db, self.run_id, after_step=self.step)
         store.runs.add_event(self.db, self.run_id, "resume", f"resumed from step {self.step} ({n} rows superseded)",
                              {"checkpoint_id": last["id"], "superseded": n})
+        live = [e for e in store.metrics.list_evals(self.db, self.run_id) if not e["is_baseline"]]
+        # Evals of checkpoints newer than the one resumed from (torn ones, skipped above) measured a policy the
+        # run no longer continues from.
+        self.recorder.supersede_evals([e for e in live if (e["checkpoint_id"] or 0) > last["id"]],
+                                      f"the run resumed from checkpoint #{last['id']}, before them")
         scheduled = last["kind"] in ("sft", "final") or self.step % self.cfg.eval_interval == 0
-        if scheduled and not any(e["checkpoint_id"] == last["id"] for e in store.metrics.list_evals(self.db, self.run_id)):
-            self.run_eval(checkpoint_id=last["id"])  # killed between a checkpoint and its scheduled eval
+        if scheduled:  # killed between a checkpoint and its scheduled eval, or (old rows) inside the eval
+            own = [e for e in live if e["checkpoint_id"] == last["id"]]
+            missing = missing_parts(self.db, own, self._expected_eval_parts())
+            if own and missing:
+                self.recorder.supersede_evals(own, f"checkpoint #{last['id']}'s eval lacks {', '.join(missing)}")
+            if missing:
+                self.run_eval(checkpoint_id=last["id"])
         return self.step
