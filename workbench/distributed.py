@@ -332,10 +332,6 @@ class RankTrainer(Trainer):
         own = [i for i, r in enumerate(self._owner) if r == self.ranks.rank]
         return super()._update([groups[i] for i in own], [advantages[i] for i in own], [keep[i] for i in own], **kw)
 
-    def _store_step(self, step: int, groups: list[Any], advantages: list[Any]) -> None:
-        if self.ranks.is_main:
-            super()._store_step(step, groups, advantages)
-
     def run_sft_phase(self) -> None:
         super().run_sft_phase()
         broadcast_params(self.policy.trainable_parameters())
@@ -360,15 +356,6 @@ class RankTrainer(Trainer):
         rollouts = [r for part in parts for r in part[0]]  # rank order is task order: the shards are contiguous
         flags = [f for part in parts for f in part[1]]
         return EvalResult(summarize(rollouts, flags), rollouts, flags)
-
-    def _store_eval_rollouts(self, result: EvalResult, eval_id: int, checkpoint_id: int | None,
-                             split: str = "held_out") -> None:
-        if self.ranks.is_main:  # the others would only score the rows again for their scratch store
-            super()._store_eval_rollouts(result, eval_id, checkpoint_id, split)
-
-    def _maybe_promote(self, checkpoint_id: int, eval_id: int) -> None:
-        if self.ranks.is_main:
-            super()._maybe_promote(checkpoint_id, eval_id)
 
     def save_checkpoint(self, kind: str) -> int:
         """Rank 0 writes it; the others only note it in their scratch store (the evals they record point at it)."""
