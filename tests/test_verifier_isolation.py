@@ -374,3 +374,74 @@ def test_dry_run_in_the_ui_process_survives_a_crashing_verifier(fake):
         assert good.ok and good.summary["n"] == 3 and good.summary["mean_new"] == 0.5
     finally:
         db.conn.close()
+
+
+# ----- one answer per row, and nothing a verifier starts outlives its row (issue 33 item 4) --------------
+
+FORKS = '''
+import os
+
+def reward(output, task):
+    os.fork()  # both copies return: before, the copy's answer went to the next row (a shift)
+    return float(str(output))
+'''
+
+SPAWNS = '''
+import subprocess
+
+def reward(output, task):
+    path = str(output)
+    kid = subprocess.Popen(["sleep", "300"])
+    # a double fork: the shell exits at once, its sleep is an orphan (re-parented to the worker)
+    subprocess.run(["sh", "-c", f"sleep 301 & echo $! >> {path}"], check=True)
+    with open(path, "a") as f:
+        f.write(f"{kid.pid}\\n")
+    if path.endswith("hang"):
+        while True:
+            pass
+    return 1.0
+'''
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_forking_verifier_never_shifts_a_score_onto_another_row():
+    with IsolatedVerifier(FORKS, "forks") as v:
+        scores = v.score_many([(Output(text=str(i / 10)), TASK) for i in range(6)], timeout_s=5)
+    for i, s in enumerate(scores):
+        assert s.error is not None or s.total == i / 10, (i, s)  # its own value or an error, never another's
+    assert all(s.error and "process" in s.error for s in scores), scores
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="descendants are found through /proc")
+@pytest.mark.parametrize("how", ["returns", "hangs"])
+def test_processes_a_verifier_starts_die_with_its_row(tmp_path, how):
+    path = tmp_path / ("pids-hang" if how == "hangs" else "pids")
+    with IsolatedVerifier(SPAWNS, "spawns") as v:
+        (s,) = v.score_many([(Output(text=str(path)), TASK)], timeout_s=2.0 if how == "hangs" else 10)
+        if how == "returns":
+            assert s.error is not None and "left 2 processes running" in s.error
+            assert v.pids, "the worker itself stays"
+        else:
+            assert s.error is not None and "timed out" in s.error
+    pids = [int(p) for p in path.read_text().split()]
+    assert len(pids) == 2
+    deadline = time.monotonic() + 5
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [p for p in pids if _alive(p)], "a process the verifier started outlived it"
+
+
+def test_an_answer_for_the_wrong_row_or_from_another_process_is_an_error_never_a_shift():
+    from workbench.verifiers.isolated import _answer_problem
+
+    assert _answer_problem(3, 100, 3, 100, answered=False) is None
+    assert "process 101" in _answer_problem(3, 101, 3, 100, answered=False)
+    assert "twice" in _answer_problem(2, 100, 3, 100, answered=True)
+    assert "while row 3" in _answer_problem(4, 100, 3, 100, answered=False)

@@ -22,11 +22,22 @@ What runs where
 What crosses the boundary (length-prefixed pickles on two pipes)
   parent -> worker: ("load", code, name), then ("score", batch, [(row, pickle of (Output, Task)), ...]): each
   row pickled on its own, so an input that cannot cross fails alone.
-  worker -> parent: ("loaded", pid) or ("load_error", kind, message, lineno); then ("row", batch, row, result)
-  for each row as soon as it is scored, result = ("ok", total, parts, explanation, error) or ("error",
+  worker -> parent: ("loaded", pid) or ("load_error", kind, message, lineno); then ("row", batch, row, pid,
+  result) for each row as soon as it is scored, result = ("ok", total, parts, explanation, error) or ("error",
   message), plain floats and strs only (the user's objects never come back). A result of another batch is
   ignored; and a batch interrupted in the parent (KeyboardInterrupt, MemoryError) kills every worker with
-  rows in flight, so none is left answering an old batch.
+  rows in flight, so none is left answering an old batch. One answer per row, in order, from the worker's
+  own pid: anything else (a forked copy answering, a row answered twice, an answer for another row) charges
+  the row in progress with the reason and replaces the worker; no answer is ever moved to another row.
+
+Processes the verifier starts
+  The worker leads its own session (process group) and is, on Linux, a child subreaper. After each row it
+  kills and reaps whatever the row left running, children and re-parented orphans alike (the row then gets
+  "verifier left N processes running (killed)"); a forked copy of the worker that comes back from `reward`
+  exits before it can answer. Killing or closing a worker kills its whole group. RLIMIT_NPROC caps what it
+  may start at `MAX_VERIFIER_PROCESSES` above the user's tasks at its start (root is exempt from that
+  limit). Not contained: a process that leaves the group (`setsid`) while its row is still running and the
+  parent is SIGKILLed in that moment (the worker dies by PR_SET_PDEATHSIG without a last sweep).
 
 Failures, recorded as `Score.error` on the row (its 0.0 total is a placeholder, never trained on)
   exception      "ZeroDivisionError: division by zero (line 3)"                    worker kept
@@ -74,6 +85,9 @@ DEFAULT_WORKERS = 1
 DEFAULT_LOAD_TIMEOUT_S = 10.0  # interpreter start + the module body (an `import numpy` fits)
 _PARENT_POLL_S = 1.0
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_PR_SET_CHILD_SUBREAPER = 36
+_REAP_ROUNDS = 8
+MAX_VERIFIER_PROCESSES = 32  # processes a verifier may start at once (RLIMIT_NPROC, above those alive)
 # One thread per native library: thread pools reserve address space, which counts against RLIMIT_AS.
 _ONE_THREAD = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 
@@ -107,8 +121,10 @@ class _Worker:
                 "from workbench.verifiers.isolated import _child_main; "
                 f"_child_main({memory_limit_bytes!r}, {os.getpid()})")
         try:
+            # Its own session, so its process group holds whatever the verifier starts: killed with it.
             self.proc = subprocess.Popen([sys.executable, "-c", boot], stdin=to_child_r, stdout=from_child_w,
-                                         stderr=stderr, env={**os.environ, **_ONE_THREAD}, close_fds=True)
+                                         stderr=stderr, env={**os.environ, **_ONE_THREAD}, close_fds=True,
+                                         start_new_session=hasattr(os, "killpg"))
         except BaseException:
             for fd in (to_child_w, from_child_r):
                 os.close(fd)
@@ -128,12 +144,19 @@ class _Worker:
             with contextlib.suppress(OSError):
                 conn.close()
 
+    def _kill_group(self) -> None:
+        """SIGKILL every process left in the worker's group (what a verifier started and left running)."""
+        if hasattr(os, "killpg"):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signal.SIGKILL)
+
     def kill(self) -> int:
-        """SIGKILL (if still running), reap, close the pipes; the exit code."""
+        """SIGKILL it and its process group, reap, close the pipes; the exit code."""
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 self.proc.kill()
         rc = self.proc.wait()
+        self._kill_group()
         self._close_pipes()
         return rc
 
@@ -143,6 +166,7 @@ class _Worker:
             rc = self.proc.wait(timeout=2.0)
         except subprocess.TimeoutExpired:
             return self.kill()
+        self._kill_group()
         self._close_pipes()
         return rc
 
@@ -153,6 +177,7 @@ class _Worker:
             self.proc.wait(timeout=1.0)
         except subprocess.TimeoutExpired:
             self.kill()
+        self._kill_group()
 
 
 def _close_all(slots: list[_Worker | None]) -> None:
@@ -162,6 +187,18 @@ def _close_all(slots: list[_Worker | None]) -> None:
         w._close_pipes()  # all at once: they exit in parallel
     for w in workers:
         w.close()
+
+
+def _answer_problem(row: Any, pid: Any, expected_row: int, worker_pid: int, *, answered: bool) -> str | None:
+    """Why an answer cannot be the one the row in progress is waiting for (None: it is)."""
+    if pid != worker_pid:
+        return (f"verifier answered from process {pid}, not its worker {worker_pid} (did it fork and return in "
+                "both copies?)")
+    if answered:
+        return f"verifier answered row {row} twice"
+    if row != expected_row:
+        return f"verifier answered row {row} while row {expected_row} was in progress"
+    return None
 
 
 def _to_score(result: tuple[Any, ...]) -> Score:
@@ -291,6 +328,7 @@ class IsolatedVerifier:
     def _run_batch(self, batch: int, todo: list[int], payloads: dict[int, bytes], results: list[Score | None],
                    timeout_s: float | None, inflight: dict[int, list[int]]) -> None:
         k = min(len(self._slots), len(todo))
+        batch_rows = set(todo)
         queues = [deque(todo[j * len(todo) // k:(j + 1) * len(todo) // k]) for j in range(k)]
         started: dict[int, float] = {}  # slot -> when its current row started
         send_retries = [1] * k
@@ -343,17 +381,29 @@ class IsolatedVerifier:
             for conn in wait(list(by_conn), wait_s):
                 j = by_conn[conn]  # type: ignore[index]
                 while j in inflight and conn.poll(0):  # every result already in the pipe
+                    worker_pid = self._slots[j].pid  # type: ignore[union-attr]
                     try:
-                        _, of_batch, i, result = conn.recv()  # type: ignore[misc]
+                        _, of_batch, i, pid, result = conn.recv()  # type: ignore[misc]
                     except (EOFError, OSError):
                         fail(j, "verifier process died ({reason})", kill=False)
                         break
                     except Exception as e:  # a result that does not unpickle here: charge the row in progress
-                        of_batch, i, result = batch, inflight[j][0], ("error", f"unreadable verifier result: {e}"[:300])
+                        of_batch, i, pid = batch, inflight[j][0], worker_pid
+                        result = ("error", f"unreadable verifier result: {e}"[:300])
                     if of_batch != batch:  # an older batch's answer (cannot happen while interrupts kill)
                         continue
-                    rows = inflight[j]  # answers come in the order sent
-                    results[rows.pop(rows.index(i) if i in rows else 0)] = _to_score(result)
+                    rows = inflight[j]  # answers come in the order sent, one each
+                    problem = _answer_problem(i, pid, rows[0], worker_pid, answered=i in batch_rows
+                                              and results[i] is not None)
+                    if problem is not None:
+                        # The worker broke the protocol (a forked copy answering, a stray write): no answer
+                        # of it can be trusted to belong to its row. Charge the row in progress, never shift.
+                        if i in batch_rows and results[i] is not None and i not in rows:
+                            results[i] = Score(total=0.0, error=problem)
+                        fail(j, problem + "; worker replaced", kill=True)
+                        break
+                    rows.pop(0)
+                    results[i] = _to_score(result)
                     started[j] = time.monotonic()
                     if not rows:
                         del inflight[j]
@@ -365,6 +415,17 @@ class IsolatedVerifier:
 
 
 # ----- the worker's side -------------------------------------------------------------------------------
+
+def _user_processes() -> int:
+    """Tasks (threads included) of this real uid now: RLIMIT_NPROC counts them all, not only ours."""
+    uid, n = os.getuid(), 0
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if name.isdigit():
+            with contextlib.suppress(OSError):
+                if os.stat(f"/proc/{name}").st_uid == uid:
+                    n += len(os.listdir(f"/proc/{name}/task"))
+    return n
+
 
 def _exit_with_parent(parent_pid: int) -> None:
     while True:
@@ -396,12 +457,55 @@ def _die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=_exit_with_parent, args=(parent_pid,), name="verifier-parent-watch", daemon=True).start()
 
 
+def _become_subreaper() -> None:
+    """Linux: orphans of what the verifier starts (a double fork, a daemon) become our children, not init's,
+    so `_kill_descendants` finds them."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _children() -> list[int]:
+    pids: list[int] = []
+    with contextlib.suppress(OSError):
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/children") as f:
+                pids += [int(p) for p in f.read().split()]
+    return pids
+
+
+def _kill_descendants() -> int:
+    """SIGKILL and reap every process the row left behind (children, and orphans re-parented to us); how
+    many there were. Rounds, because a killed child's own children become ours only after it dies."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    killed: set[int] = set()
+    for _ in range(_REAP_ROUNDS):
+        pids = _children()
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, 0)
+            killed.add(pid)
+    return len(killed)
+
+
 def _apply_limits(memory_limit_bytes: int | None) -> None:
     try:
         import resource
     except ImportError:  # not POSIX: no limits (the timeout and the crash handling still hold)
         return
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a segfault must not write a core file
+    # A fork bomb stops at this many processes of this user beyond those alive now (not enforced for root,
+    # which the kernel exempts: there the group kill after each row and at the worker's end is what holds).
+    with contextlib.suppress(ValueError, OSError):
+        _, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+        want = _user_processes() + MAX_VERIFIER_PROCESSES
+        soft = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        resource.setrlimit(resource.RLIMIT_NPROC, (soft, hard))
     if memory_limit_bytes:
         _, hard = resource.getrlimit(resource.RLIMIT_AS)
         limit = memory_limit_bytes if hard == resource.RLIM_INFINITY else min(memory_limit_bytes, hard)
@@ -441,7 +545,9 @@ def _child_main(memory_limit_bytes: int | None, parent_pid: int) -> None:
     os.dup2(2, 1)  # print() in a verifier goes to our stderr (the pool's `stderr`), never into the pipe
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent(parent_pid)
+    _become_subreaper()
     _apply_limits(memory_limit_bytes)
+    me = os.getpid()
     verifier: Verifier | None = None
     while True:
         try:
@@ -463,7 +569,14 @@ def _child_main(memory_limit_bytes: int | None, parent_pid: int) -> None:
         elif msg[0] == "score" and verifier is not None:
             _, batch, rows = msg
             for i, payload in rows:
-                outbox.send(("row", batch, i, _score_row(verifier, payload, memory_limit_bytes)))
+                result = _score_row(verifier, payload, memory_limit_bytes)
+                if os.getpid() != me:  # a copy the verifier forked came back here: it must not answer
+                    os._exit(0)
+                left = _kill_descendants()
+                if left and result[0] == "ok":
+                    result = ("error", f"verifier left {left} process{'es' if left > 1 else ''} running "
+                                       "(killed); a reward must not depend on processes it starts")
+                outbox.send(("row", batch, i, me, result))
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # not a normal exit: a verifier's atexit hooks or non-daemon threads must not keep it alive
