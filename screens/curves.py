@@ -19,6 +19,7 @@ class Curve:
 
 CURVES: tuple[Curve, ...] = (
     Curve("reward", "reward (train mean)", ("reward",)),
+    Curve("sft_loss", "SFT loss (warm-up)", note="x: SFT step; shown first while the warm-up runs"),
     Curve("held_out", "held-out success", note="yellow line: the baseline · grey: 95% CI"),
     Curve("loss", "loss", ("loss",), note="≈0 is normal with num_iterations=1: the ratio is 1, the gradient is not 0"),
     Curve("kl", "KL", ("kl",)),

@@ -61,6 +61,8 @@ class Initial:
     verifier: VerifierVersion | None
     checkpoint: Checkpoint | None
     generation: int = 0
+    sft: list[tuple[int, float]] = field(default_factory=list)  # the SFT warm-up's (step, loss)
+    sft_event: int = 0  # the last event read for them
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -107,6 +109,7 @@ class DashboardScreen(Screen):
         self._last_lock: str | None = None  # the lock token at the last poll: a new one is a new worker
         self._task_series: StepSeries | None = None
         self.progress: Progress | None = None
+        self._sft_event = 0  # the last event read for SFT losses
         self.front = "rollouts"  # the pane shown when the terminal is narrow
 
     @property
@@ -154,6 +157,7 @@ class DashboardScreen(Screen):
                 checkpoint=view.latest_checkpoint(run_id),
                 generation=generation,
             )
+            data.sft, data.sft_event = view.sft_losses(run_id)
         self.post_message(self.Loaded(data))
 
     def on_dashboard_screen_loaded(self, message: Loaded) -> None:
@@ -176,7 +180,10 @@ class DashboardScreen(Screen):
         train = [r for r in d.newest if r.split == "train"]
         self.score_step = max((r.step for r in train), default=self.last_step if self.last_step >= 0 else None)
         self._score_dirty = True
-        self.query_one(CurvesPane).set_data(steps=self.steps, evals=self.evals)
+        curves = self.query_one(CurvesPane)
+        curves.sft, self._sft_event = [], d.sft_event
+        curves.set_data(steps=self.steps, evals=self.evals)
+        curves.add_sft(d.sft)
         self.loaded = True
         self.refresh_view()
 
@@ -196,6 +203,9 @@ class DashboardScreen(Screen):
             return
         self._polls += 1
         self.progress = view.progress(run_id)  # one indexed read: the newest progress event
+        if (self.progress is not None and self.progress.phase == "sft") or self._polls % SLOW_EVERY == 0:
+            sft, self._sft_event = view.sft_losses(run_id, self._sft_event)
+            self.query_one(CurvesPane).add_sft(sft)
         rows = view.trajectories_since(run_id, self.last_id, limit=FEED_LIMIT)
         if rows:
             self.last_id = rows[-1].id
@@ -235,6 +245,7 @@ class DashboardScreen(Screen):
         bar.show(status_text(run, state, self.steps, verifier=self.verifier, checkpoint=self.checkpoint,
                              task_note=note, width=bar.content_size.width, progress=self.progress))
         self.query_one(Banner).show(banner_text(run, state, now))
+        self.query_one(CurvesPane).set_waiting(self.progress.text if self.progress is not None else "")
         self.query_one(TasksPane).redraw()
         if self._score_dirty and self.loaded:
             self._score_dirty = False

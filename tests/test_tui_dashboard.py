@@ -184,8 +184,10 @@ async def test_task_filter_sort_and_curves(fake):
         assert rollouts.table.row_count > len(task_rows)
         curves = dash.query_one(CurvesPane)
         await pilot.press("right_square_bracket")
+        assert curves.curve.key == "sft_loss"
+        await pilot.press("right_square_bracket")
         assert curves.curve.key == "held_out"
-        await pilot.press("left_square_bracket", "left_square_bracket")
+        await pilot.press("left_square_bracket", "left_square_bracket", "left_square_bracket")
         assert curves.curve.key == "length"
         assert "completion length" in curves.border_title
 

@@ -24,6 +24,9 @@ class CurvesPane(Vertical):
         self.task_series: StepSeries | None = None
         self.task_name = ""
         self.index = 0
+        self.sft: list[tuple[int, float]] = []  # the SFT warm-up's (step, loss), as it comes
+        self.waiting = ""  # what an empty curve waits for (the worker's phase), said in the plot
+        self._chosen = False  # the user picked a curve: no more switching by itself
         self._drawn_width = -1
         self._dirty = True
 
@@ -46,6 +49,7 @@ class CurvesPane(Vertical):
         note.display = bool(self.curve.note)
 
     def switch(self, delta: int) -> None:
+        self._chosen = True
         self.index = (self.index + delta) % len(CURVES)
         self._titles()
         self._dirty = True
@@ -55,8 +59,31 @@ class CurvesPane(Vertical):
         if steps is not None:
             self.steps = steps
             self._dirty = True
+            self._auto_pick()
         if evals is not None and [e.id for e in evals] != [e.id for e in self.evals]:
             self.evals = evals
+            self._dirty = True
+
+    def add_sft(self, points: list[tuple[int, float]]) -> None:
+        if points:
+            self.sft = self.sft + points
+            self._dirty = True
+        self._auto_pick()
+
+    def set_waiting(self, text: str) -> None:
+        if text != self.waiting:
+            self.waiting = text
+            self._dirty = True
+
+    def _auto_pick(self) -> None:
+        """Until the user picks a curve: the SFT loss while the warm-up is all there is, then the reward."""
+        if self._chosen:
+            return
+        key = "sft_loss" if self.sft and not self.steps else "reward"
+        index = next(i for i, c in enumerate(CURVES) if c.key == key)
+        if index != self.index:
+            self.index = index
+            self._titles()
             self._dirty = True
 
     def set_task_series(self, series: StepSeries | None, name: str = "") -> None:
@@ -75,7 +102,13 @@ class CurvesPane(Vertical):
         curve = self.curve
         drawn = False
         all_xs: list[float] = []  # every x drawn: the whole-step ticks span them
-        if curve.key == "held_out":
+        if curve.key == "sft_loss":
+            if self.sft:
+                xs, ys = downsample([float(s) for s, _ in self.sft], [loss for _, loss in self.sft], max_points)
+                plt.plot(xs, ys, marker="braille", color="green")
+                all_xs += xs
+                drawn = True
+        elif curve.key == "held_out":
             xs, ys = eval_points(self.evals)
             base = baseline_value(self.evals)
             if xs:
@@ -111,6 +144,8 @@ class CurvesPane(Vertical):
         if all_xs:
             ticks = step_ticks(all_xs, width - 8)
             plt.xticks(ticks, [str(t) for t in ticks])
-        if not drawn:
-            plt.title("no data yet")
+        if not drawn:  # say what it waits for, not just that it is empty
+            what = ("the SFT warm-up's first step" if curve.key == "sft_loss" else "an eval" if curve.key == "held_out"
+                    else "the first GRPO step")
+            plt.title(f"waiting for {what}" + (f" (now: {self.waiting})" if self.waiting else ""))
         plot.refresh()

@@ -34,20 +34,27 @@ def rates(steps: Sequence[Step]) -> tuple[float | None, float | None]:
 
 
 def progress_item(progress: Progress | None, status: str) -> Text | None:
-    """What the worker is doing now (phase, i/N, loss), while it works: 'SFT 3/15 loss 0.842'."""
-    if progress is None or status not in LIVE_STATUSES:
+    """What the worker is doing now (phase, i/N, loss, the phase's time left), while it works or is paused
+    (then frozen where it stopped): 'SFT 3/15 loss 0.842 2m10s left'."""
+    if progress is None or status not in (*LIVE_STATUSES, "paused"):
         return None
     p, frac = progress, (f" {progress.done}/{progress.total}" if progress.done is not None and progress.total else "")
+    left = p.data.get("phase_eta_s")
+    rest = f" {duration(left)} left" if isinstance(left, (int, float)) else ""
     if p.phase == "load":
-        return Text(p.data.get("label") or "loading the model", style="yellow")
-    if p.phase == "eval":
-        return Text(f"eval {p.data.get('label', '')}{frac}", style="yellow")
-    if p.phase == "sft":
+        text = p.data.get("label") or "loading the model"
+    elif p.phase == "eval":
+        text = f"eval {p.data.get('label', '')}{frac}{rest}"
+    elif p.phase == "sft":
         loss = p.data.get("loss")
-        return Text(f"SFT{frac}" + (f" loss {loss:.3f}" if isinstance(loss, (int, float)) else ""), style="yellow")
-    if p.phase == "rollout":
-        return Text(f"rollout{frac} tok" if frac else "rollout", style="yellow")
-    return Text(p.phase, style="yellow")
+        text = f"SFT{frac}" + (f" loss {loss:.3f}" if isinstance(loss, (int, float)) else "") + rest
+    elif p.phase == "rollout":
+        text = f"rollout{frac} tok" if frac else "rollout"
+    else:
+        text = p.phase
+    if status == "paused":  # the rate and time left do not count while paused: say they are frozen
+        return Text(f"⏸ {text}", style="dim yellow")
+    return Text(text, style="yellow")
 
 
 def split_item(steps: Sequence[Step]) -> Text | None:

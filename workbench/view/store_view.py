@@ -108,6 +108,14 @@ class View:
     def last_events(self, run_id: int, n: int) -> list[Event]:
         return [Event.from_row(e) for e in store.runs.last_events(self.db, run_id, n, exclude_kinds=(PROGRESS_KIND,))]
 
+    def sft_losses(self, run_id: int, after_id: int = 0, limit: int = 5000) -> tuple[list[tuple[int, float]], int]:
+        """The SFT warm-up's (step, loss) points logged after event `after_id` (its "sft_step" events), and the
+        last event id read (pass it back to read only newer ones): the Curves pane plots SFT as it comes."""
+        rows = store.runs.events_since(self.db, run_id, after_id, limit, exclude_kinds=(PROGRESS_KIND,))
+        points = [(int(d["step"]), float(d["loss"])) for r in rows if r.get("kind") == "sft_step"
+                  and isinstance(d := r.get("data"), dict) and isinstance(d.get("loss"), (int, float))]
+        return points, (rows[-1]["id"] if rows else after_id)
+
     def progress(self, run_id: int) -> Progress | None:
         """The worker's newest progress report (phase, i/N, loss, ETA), or None before its first."""
         row = store.runs.latest_event(self.db, run_id, PROGRESS_KIND)

@@ -1,0 +1,27 @@
+"""Every phase with done/total reports its rate and time left, frozen while the run is paused."""
+
+from __future__ import annotations
+
+from workbench.progress import Progress, describe
+
+
+def test_a_phase_reports_rate_and_eta_and_pauses_do_not_count():
+    now = [100.0]
+    p = Progress(None, None, lambda m: None, clock=lambda: now[0])
+    p.report("sft", 0, 160)
+    assert "rate" not in p.last and describe(p.last) == "SFT 0/160"  # no rate before a second report
+    now[0] += 10.0
+    p.report("sft", 5, 160, loss=0.126)
+    assert p.last["rate"] == 0.5 and p.last["phase_eta_s"] == 310.0
+    assert describe(p.last) == "SFT 5/160 loss 0.126, 0.5 steps/s, 5 min left"
+    p.pause()
+    now[0] += 600.0  # ten minutes paused: neither the rate nor the ETA moves
+    p.resume()
+    now[0] += 10.0
+    p.report("sft", 10, 160, loss=0.1)
+    assert p.last["rate"] == 0.5 and p.last["phase_eta_s"] == 300.0
+    # A new phase starts its own clock; the eval counts tasks.
+    p.report("eval", 0, 150, label="base")
+    now[0] += 30.0
+    p.report("eval", 16, 150, label="base")
+    assert describe(p.last) == "eval (base) 16/150 tasks, 0.53 tasks/s, 4 min left"
