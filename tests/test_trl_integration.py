@@ -17,8 +17,9 @@ pytestmark = [
                        reason="trl is not installed (pip install agent-workbench[trl])"),
 ]
 
-FIRST = "def reward(output, task):\n    return float(len(str(output)) % 7)\n"
-SECOND = "def reward(output, task):\n    return 7.0\n"
+# Rewards 0 to 7, declared: a total outside a verifier's range (default [-1, 1]) is that row's error.
+FIRST = "REWARD_RANGE = (0, 7)\ndef reward(output, task):\n    return float(len(str(output)) % 7)\n"
+SECOND = "REWARD_RANGE = (0, 7)\ndef reward(output, task):\n    return 7.0\n"
 
 
 def _wait(pred, timeout=60.0, what="condition"):

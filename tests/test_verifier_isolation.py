@@ -157,7 +157,8 @@ def test_a_pool_of_two_splits_a_batch_and_keeps_the_order():
 
 
 def test_a_smaller_memory_limit_is_a_parameter():
-    code = "def reward(output, task):\n    return float(len(bytearray(512 << 20)))\n"
+    # the total is the byte count, so the range says so (a total outside it would be the row's error)
+    code = "def reward(output, task):\n    return float(len(bytearray(512 << 20)))\nREWARD_RANGE = (0, 1 << 30)\n"
     with load_verifier_code(code, memory_limit_bytes=256 << 20) as v:
         assert v.score(Output("x"), TASK).error == "verifier ran out of memory (limit 256 MiB): MemoryError (line 2)"
     with load_verifier_code(code, memory_limit_bytes=None) as v:  # no limit

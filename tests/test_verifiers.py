@@ -208,6 +208,38 @@ def test_score_never_raises(body, error, isolate):
         assert s.total == 0.0 and s.error == error
 
 
+@pytest.mark.parametrize("isolate", [False, True], ids=["in_process", "isolated"])
+@pytest.mark.parametrize("code,total,error", [
+    ("def reward(output, task):\n    return 1e308\n", 0.0,
+     "verifier returned 1e+308, outside the default range [-1, 1]; declare REWARD_RANGE = (low, high) for another"),
+    ("def reward(output, task):\n    return -1.0\n", -1.0, None),  # the seed article's "invalid" needs no declaration
+    ("REWARD_RANGE = (0, 10)\ndef reward(output, task):\n    return 7\n", 7.0, None),
+    ("REWARD_RANGE = (0, 10)\ndef reward(output, task):\n    return -0.5\n", 0.0,
+     "verifier returned -0.5, outside its declared range [0, 10]"),
+    ("from workbench.types import Score\nREWARD_RANGE = (0.0, 1.0)\n"
+     "def reward(output, task):\n    return Score(total=1.5, parts={'a': 1.5})\n", 0.0,
+     "verifier returned 1.5, outside its declared range [0, 1]"),
+])
+def test_a_total_outside_the_declared_range_is_the_rows_error(code, total, error, isolate):
+    with load_verifier_code(code, isolate=isolate) as v:
+        s = v.score(Output("x"), TASK)
+        assert (s.total, s.error) == (total, error)
+
+
+@pytest.mark.parametrize("isolate", [False, True], ids=["in_process", "isolated"])
+@pytest.mark.parametrize("declared", ["(1, 0)", "(0, float('inf'))", "[0]", "'0..1'", "(True, 2)"])
+def test_a_malformed_reward_range_is_refused_at_its_line(declared, isolate):
+    code = f"import math\n\nREWARD_RANGE = {declared}\ndef reward(output, task):\n    return 0.5\n"
+    with pytest.raises(VerifierCompileError, match=r"REWARD_RANGE must be \(low, high\)") as info:
+        load_verifier_code(code, isolate=isolate).close()
+    assert info.value.lineno == 3
+
+
+def test_builtins_declare_their_range():
+    ranges = {name: get_verifier(name).reward_range for name in BUILTIN_VERIFIERS}
+    assert ranges == {"tool_call_verifier": (-1.0, 1.0), "tool_call_gated": (-1.0, 1.0), "binary": (0.0, 1.0)}
+
+
 def test_timeout_interrupts_a_hung_verifier_in_process():
     """The in-process path (built-ins, `isolate=False`) keeps its thread timeout; user code is isolated by
     default (tests/test_verifier_isolation.py)."""

@@ -3,8 +3,9 @@
 Built-in and user verifiers go through the same path (`load_verifier_code`), so the code the UI shows and
 the store versions (by sha256) is exactly the code that scores.
 
-`Verifier.score` never raises. Whatever goes wrong (an exception, a timeout, NaN/inf, a return value that is
-neither a number nor a Score) comes back as `Score(total=0.0, error=...)`. The 0.0 is a placeholder, not a
+`Verifier.score` never raises. Whatever goes wrong (an exception, a timeout, NaN/inf, a total outside the
+verifier's declared range, a return value that is neither a number nor a Score) comes back as
+`Score(total=0.0, error=...)`. The 0.0 is a placeholder, not a
 verdict: the trainer must exclude trajectories whose score has `error` set from the group statistics and
 the advantages (and show them), rather than train on a made-up reward.
 
@@ -22,6 +23,7 @@ why user code is isolated (a process can be killed); the thread costs ~0.3 ms a 
 
 from __future__ import annotations
 
+import ast
 import copy
 import ctypes
 import hashlib
@@ -73,6 +75,13 @@ def short_error(e: BaseException, filename: str) -> str:
     return f"{msg[:300]} (line {line})" if line else msg[:300]
 
 
+# What a verifier's total may be unless its module declares `REWARD_RANGE = (low, high)`: the two conventions
+# the project ships, 0/1 (binary) and the seed article's shaped -1..1 (tool_call_verifier: -1 for an
+# unparseable or unsafe reply), so a verifier written either way needs no declaration. A total outside it
+# (a 1e308 that would overflow the group's mean) is that row's error, never a reward.
+DEFAULT_REWARD_RANGE = (-1.0, 1.0)
+
+
 class BadReturn(InternalError, ValueError):
     """`reward` returned something that is not a finite float or a well-formed Score; the message says what."""
 
@@ -90,9 +99,22 @@ def _finite(value: Any, bad_type: str, bad_value: str) -> float:
     return f
 
 
-def coerce_score(value: Any) -> Score:
-    """A float or a Score, checked (finite numbers, dict parts, str explanation); anything else raises BadReturn
-    with the row's error text: "verifier returned nan", "verifier returned str, expected float or Score"."""
+def coerce_score(value: Any, reward_range: tuple[float, float] | None = None) -> Score:
+    """A float or a Score, checked (finite numbers, dict parts, str explanation, the total inside
+    `reward_range` when given); anything else raises BadReturn with the row's error text: "verifier
+    returned nan", "verifier returned str, expected float or Score", "verifier returned 2, outside its
+    declared range [0, 1]"."""
+    score = _coerce(value)
+    if reward_range is not None and not reward_range[0] <= score.total <= reward_range[1]:
+        lo, hi = reward_range
+        default = reward_range == DEFAULT_REWARD_RANGE
+        how = "the default range" if default else "its declared range"
+        hint = "; declare REWARD_RANGE = (low, high) for another" if default else ""
+        raise BadReturn(f"verifier returned {score.total:g}, outside {how} [{lo:g}, {hi:g}]{hint}")
+    return score
+
+
+def _coerce(value: Any) -> Score:
     if isinstance(value, Score):
         total = _finite(value.total, "verifier returned a Score whose total is {type}, expected float",
                         "verifier returned a Score whose total is {value}")
@@ -118,11 +140,13 @@ class Verifier:
 
     isolated = False  # runs in this process (see workbench.verifiers.isolated for the other kind)
 
-    def __init__(self, name: str, code: str, fn: Callable[[Any, Any], Any], filename: str):
+    def __init__(self, name: str, code: str, fn: Callable[[Any, Any], Any], filename: str,
+                 reward_range: tuple[float, float] = DEFAULT_REWARD_RANGE):
         self.name = name
         self.code = code
         self.fn = fn
         self.filename = filename
+        self.reward_range = reward_range  # the module's REWARD_RANGE, else DEFAULT_REWARD_RANGE
         self.sha256 = hashlib.sha256(code.encode("utf-8")).hexdigest()
         self.timeouts = 0
         self.leaked_threads = 0
@@ -174,7 +198,7 @@ class Verifier:
         if "value" not in box:
             return Score(total=0.0, error="reward() did not return")
         try:
-            return coerce_score(box["value"])
+            return coerce_score(box["value"], self.reward_range)
         except BadReturn as e:
             return Score(total=0.0, error=str(e))
 
@@ -218,4 +242,29 @@ def load_in_process(code: str, name: str = "user") -> Verifier:
         raise VerifierError(f"`reward{inspect.signature(fn)}` must accept two arguments: (output, task)") from None
     except ValueError:
         pass  # no signature available (a builtin): let the first call tell
-    return Verifier(name, code, fn, filename)
+    return Verifier(name, code, fn, filename, declared_range(module.__dict__, code))
+
+
+def declared_range(namespace: dict[str, Any], code: str) -> tuple[float, float]:
+    """The module's `REWARD_RANGE` as (low, high), or DEFAULT_REWARD_RANGE when it has none; a malformed one
+    is a VerifierCompileError at its line."""
+    value = namespace.get("REWARD_RANGE")
+    if value is None:
+        return DEFAULT_REWARD_RANGE
+    nums = list(value) if isinstance(value, (tuple, list)) else []
+    if (len(nums) == 2 and all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in nums)
+            and all(math.isfinite(float(v)) for v in nums) and float(nums[0]) < float(nums[1])):
+        return float(nums[0]), float(nums[1])
+    raise VerifierCompileError(f"REWARD_RANGE must be (low, high): two finite numbers, low < high; got "
+                               f"{value!r:.80}", _assigned_at(code, "REWARD_RANGE"))
+
+
+def _assigned_at(code: str, name: str) -> int | None:
+    """The line of the last top-level assignment to `name` (the code compiled, so it parses)."""
+    line = None
+    for node in ast.parse(code).body:
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, ast.AnnAssign) else [])
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            line = node.lineno
+    return line

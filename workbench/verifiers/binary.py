@@ -16,6 +16,8 @@ from workbench.domains.calendar.compare import STATE_KEYS, norm
 from workbench.envs.parse import parse_tool_call
 from workbench.types import Score
 
+REWARD_RANGE = (0.0, 1.0)  # a total outside it is that row's error (workbench.verifiers.base)
+
 
 def _state(state: dict[str, Any] | None) -> Counter:
     return Counter((k, norm(item)) for k in STATE_KEYS for item in (state or {}).get(k, []) or [])

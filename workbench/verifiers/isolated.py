@@ -525,7 +525,7 @@ def _score_row(verifier: Verifier, payload: bytes, memory_limit_bytes: int | Non
     except BaseException as e:  # SystemExit too: sys.exit() in a verifier is its error, not the worker's end
         return ("error", short_error(e, verifier.filename))
     try:
-        s = coerce_score(value)
+        s = coerce_score(value, verifier.reward_range)
     except BadReturn as e:
         return ("error", str(e))
     except BaseException as e:  # a number type whose float() raises, say

@@ -34,6 +34,7 @@ from workbench.domains.calendar.compare import STATE_KEYS, norm
 from workbench.envs.parse import parse_tool_call
 from workbench.types import Score
 
+REWARD_RANGE = (-1.0, 1.0)  # a total outside it is that row's error (workbench.verifiers.base)
 W_TOOL, W_ARGS, W_SAFE = 0.4, 0.4, 0.2
 INVALID, UNSAFE = -1.0, -1.0
 EXTRA_ARG_COST = 0.05

@@ -17,6 +17,7 @@ from typing import Any
 from workbench.types import Score
 from workbench.verifiers.tool_call import reward as seed_reward
 
+REWARD_RANGE = (-1.0, 1.0)  # the seed's: a total outside it is that row's error (workbench.verifiers.base)
 
 def reward(output: Any, task: Any) -> Score:
     score = seed_reward(output, task)
