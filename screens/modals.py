@@ -11,6 +11,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
+from workbench.invocation import workbench_command
+
 
 class ConfirmScreen(ModalScreen[bool]):
     BINDINGS = [
@@ -55,9 +57,10 @@ class QuitScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="modal-box"):
             yield Label(f"Run #{self.run_id} is training. Keep it training in the background?", classes="modal-title")
-            yield Static(f"It goes on without this window. Come back with `workbench tui --db {self.db_path}`, "
-                         f"see it with `workbench ls --db {self.db_path}`, stop it with "
-                         f"`workbench stop {self.run_id} --db {self.db_path}`.", classes="muted")
+            wb = workbench_command()  # what works from this shell (make demo leaves .venv/bin off PATH)
+            yield Static(f"It goes on without this window. Come back with `{wb} tui --db {self.db_path}`, "
+                         f"see it with `{wb} ls --db {self.db_path}`, stop it with "
+                         f"`{wb} stop {self.run_id} --db {self.db_path}`.", classes="muted")
             with Horizontal(classes="modal-buttons"):
                 yield Button("Cancel (esc)", id="cancel", compact=True)
                 yield Button("Stop training (s)", id="stop", variant="error", compact=True)

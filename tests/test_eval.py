@@ -101,7 +101,7 @@ def test_report_shows_test_beside_validation_with_skills_and_why_promoted(tmp_pa
     out = capsys.readouterr().out
     assert "validation (decides promotion)" in out and "test (reported only" in out
     assert "validation: success per skill" in out and "12-hour times" in out and "0.88" in out
-    assert "promoted: step 10: promoted: vs base +80pp" in out
+    assert out.splitlines()[-1].endswith("(periodic @ step 10, promoted on validation: vs base +80pp [+60, +95])")
     assert main(["report", "--db", str(tmp_path / "wb.db"), "--run", str(rid), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [(r["split"], r["label"]) for r in rows] == [("validation", "base"), ("validation", "periodic @ step 10"),

@@ -89,6 +89,47 @@ def test_merged_folder_is_the_policy(exported, tiny_model: Path) -> None:
     assert meta["checkpoint"]["step"] == 2 and meta["run"] == run and meta["vllm_tool_parser"] is None
 
 
+def test_harness_and_readme_ask_the_model_the_way_training_did(exported, monkeypatch) -> None:
+    """A JSON-harness run's export carries the harness: README.md's code, run as written from the export folder,
+    builds exactly the prompt ids the trainer's rollouts used for that request (system prompt with the tools,
+    the example exchange, the prefill tokenised on its own) and generates from the merged model."""
+    import re
+
+    from transformers import AutoTokenizer
+
+    from workbench.envs import SingleTurnEnv
+    from workbench.envs.harness import Harness
+    from workbench.rollout.prompt import render_prompt
+    from workbench.types import Task
+
+    db, run, tmp = exported
+    done = export_model(db, run, tmp / "out")
+    h = json.loads((tmp / "out" / "harness.json").read_text())
+    assert h["tool_format"] == "json" and h["prefill"] == Harness().prefill and len(h["example"]) == 2
+    from workbench.domains.calendar import BUILTIN_TOOLS
+
+    assert "calendar.create_event(" in h["system_prompt"] and len(h["tools"]) == len(BUILTIN_TOOLS)
+    readme = (tmp / "out" / "README.md").read_text()
+    assert "{\"tool\": \"<tool name>\", \"args\"" in readme and "No vLLM" in readme
+    (code,) = re.findall(r"```python\n(.*?)```", readme, re.S)
+    monkeypatch.chdir(tmp / "out")
+    scope: dict = {}
+    exec(compile(code, "README.md", "exec"), scope)  # noqa: S102 (the README's own example, run as a user would)
+    task = Task(id="x", prompt=scope["request"], expected_tool="calendar.create_event", expected_args={})
+    episode = SingleTurnEnv(Harness()).start(task)  # what a rollout starts from
+    want = render_prompt(AutoTokenizer.from_pretrained(done.merged), episode.messages, episode.prefill)
+    assert scope["ids"] == want
+    assert scope["reply"].startswith(h["prefill"])
+
+
+def test_native_export_says_to_pass_tools_and_names_the_parser(hermes_export) -> None:
+    h = json.loads((hermes_export.out / "harness.json").read_text())
+    assert h["tool_format"] == "native" and h["tool_parser"] == "hermes" and "prefill" not in h
+    assert [t["function"]["name"] for t in h["tools"]] == ["get_weather"]  # the run's own task's tools
+    readme = (hermes_export.out / "README.md").read_text()
+    assert "vllm serve merged --enable-auto-tool-choice --tool-call-parser hermes" in readme
+
+
 def test_checkpoint_choice_and_errors(exported) -> None:
     db, run, tmp = exported
     assert export_model(db, run, tmp / "a", "0").checkpoint["kind"] == "sft"

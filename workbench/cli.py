@@ -298,15 +298,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if worker_state(Run.from_row(store.runs.get_run(db, run_id)), time.time()) != "alive":
         start_worker(args.db, run_id, nice=BACKGROUND_NICE)
     db.close()
+    from workbench.invocation import workbench_command
+
+    wb = workbench_command()  # `make demo` leaves .venv/bin off PATH: print what works from this shell
     if args.headless:
-        print(f"demo run {run_id} training in the background; watch: workbench tui --db {args.db} --run {run_id}")
+        print(f"demo run {run_id} training in the background; watch: {wb} tui --db {args.db} --run {run_id}")
         return 0
     _quick_escape()
     from screens.app import run_tui
 
     if run_tui(args.db, run_id, ask_on_quit=True) == "keep":
-        print(f"demo run {run_id} keeps training in the background. Re-attach: workbench tui --db {args.db} "
-              f"--run {run_id}; see it: workbench ls --db {args.db}; stop it: workbench stop {run_id} --db {args.db}")
+        print(f"demo run {run_id} keeps training in the background. Re-attach: {wb} tui --db {args.db} "
+              f"--run {run_id}; see it: {wb} ls --db {args.db}; stop it: {wb} stop {run_id} --db {args.db}")
     return 0
 
 
@@ -319,7 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", type=positive_int, metavar="RUN", help="continue RUN from its last checkpoint")
     p.add_argument("--nproc", type=positive_int, default=1, metavar="N",
                    help="data-parallel over N ranks on this machine (torchrun's env; gloo on CPU, nccl on GPU)")
-    p.add_argument("--max-steps", type=int, metavar="N", help="GRPO steps, in place of the config's max_steps")
+    p.add_argument("--max-steps", type=positive_int, metavar="N", help="GRPO steps, in place of the config's max_steps")
     p.add_argument("--check", action="store_true",
                    help="validate the config, its tasks and verifier, then exit (no run, no database)")
     p.set_defaults(fn=cmd_train)

@@ -422,8 +422,7 @@ def run_follower(db_path: str, run_id: int, ranks: Ranks, *, log: Callable[[str]
 
 def train_rank(args: Any, ranks: Ranks) -> int:
     """`workbench train` inside one rank (torchrun or `launch`): rank 0 makes the run, all train it."""
-    from workbench.config import load_config
-    from workbench.preflight import check_sources
+    from workbench.preflight import load_checked
     from workbench.worker import run_worker
 
     device = "auto"
@@ -432,8 +431,7 @@ def train_rank(args: Any, ranks: Ranks) -> int:
         if not args.config:
             print("error: give a CONFIG file, or --resume RUN", file=sys.stderr)
             return 2
-        cfg = load_config(args.config)
-        check_sources(cfg, args.config)
+        cfg, _ = load_checked(args.config, max_steps=getattr(args, "max_steps", None))
         device = cfg.device
     init(ranks, device)
     try:
@@ -475,7 +473,7 @@ def launch(args: Any, nproc: int) -> int:
     others are stopped and the run's status names the rank and how it ended."""
     from workbench.preflight import run_for_args
 
-    run_id = run_for_args(args.db, args.resume, args.config)
+    run_id = run_for_args(args.db, args.resume, args.config, max_steps=getattr(args, "max_steps", None))
     if run_id is None:
         return 2
     port = _free_port()

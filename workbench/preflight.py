@@ -2,51 +2,114 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 
-def check_sources(cfg: Any, path: str | None = None) -> None:
-    """Load the config's tasks and verifier once, start its MCP servers once and check the metric logger, so
-    bad files are reported before a run exists (MCP errors name the line of `path`, the config file)."""
+@dataclass(frozen=True)
+class SourcesOk:
+    """What the checked sources hold: `workbench train --check` prints it."""
+
+    train: int  # training tasks
+    validation: int  # tasks that decide promotion
+    test: int  # tasks reported beside validation
+    reward: str
+    warnings: list[str] = field(default_factory=list)
+
+
+def _key_line(path: str | None, key: str) -> str:
+    """`path:line` of a top-level key of the config file (just `path`, or `<config>`, when it cannot be read)."""
+    if not path:
+        return "<config>"
+    from workbench.config import _key_lines
+
+    try:
+        line = _key_lines(Path(path).read_text(encoding="utf-8")).get(key)
+    except Exception:  # already loaded once; an unreadable file now only loses the line number
+        line = None
+    return f"{path}:{line}" if line else path
+
+
+def check_model(cfg: Any, path: str | None = None) -> None:
+    """A model named by a local path (./x, ../x, /x, ~/x or a .gguf file) must exist. Hub ids and the embedded
+    default are resolved when the run loads them (a download or a ~20 s conversion: too slow for a check)."""
+    from workbench.config import ConfigError
+
+    text = str(cfg.model)
+    looks_local = text.startswith(("./", "../", "/", "~")) or text.endswith(".gguf")
+    if looks_local and not Path(text).expanduser().exists():
+        raise ConfigError(f"{_key_line(path, 'model')}: model: {text!r}: no such folder or file")
+
+
+def check_sources(cfg: Any, path: str | None = None) -> SourcesOk:
+    """Load the config's tasks, validation/test splits and verifier once, start its MCP servers once and check
+    the model path and the metric logger, so bad files are reported before a run exists (MCP errors name the
+    line of `path`, the config file)."""
+    from workbench import splits
     from workbench.config import ConfigError
     from workbench.mcp_check import check_mcp_servers
     from workbench.metric_log import MetricLogUnavailable, check_log_to
-    from workbench.splits import stage_tasks
     from workbench.tasks import load_task_source
-    from workbench.verifiers import get_verifier
+    from workbench.verifiers import VerifierCompileError, VerifierError, get_verifier
 
+    check_model(cfg, path)
     train = load_task_source(cfg.tasks, "train")
     try:  # grpo_skills or sft_skill_weights that no task of its stage exercises: a config error, before a run
-        stage_tasks(train, cfg.grpo_holdout, cfg.grpo_skills, cfg.sft_skill_weights)
+        splits.stage_tasks(train, cfg.grpo_holdout, cfg.grpo_skills, cfg.sft_skill_weights)
     except ValueError as e:
         raise ConfigError(f"{path or '<config>'}: {e}") from None
-    load_task_source(cfg.held_out_eval, "held_out")
-    get_verifier(cfg.reward)
+    held_out = load_task_source(cfg.held_out_eval, "held_out")
+    try:  # the trainer splits validation and test the same way; a clash would crash the run after it exists
+        validation, test, warnings = splits.resolve(cfg.held_out_eval, cfg.test_tasks, held_out)
+    except ValueError as e:
+        raise ConfigError(f"{_key_line(path, 'test_tasks')}: {e}") from None
+    try:
+        get_verifier(cfg.reward)
+    except VerifierCompileError as e:  # its own message says only "line N": name the file, and the config's line
+        where = f"{cfg.reward}:{e.lineno}" if e.lineno else str(cfg.reward)
+        raise VerifierError(f"{where}: {e.message} (reward: at {_key_line(path, 'reward')})") from None
+    except VerifierError as e:
+        raise VerifierError(f"{_key_line(path, 'reward')}: reward: {e}") from None
     try:
         check_log_to(cfg)
     except MetricLogUnavailable as e:
         raise ConfigError(f"{path or '<config>'}: {e}") from None
     check_mcp_servers(cfg, path)
+    return SourcesOk(len(train), len(validation), len(test), str(cfg.reward), warnings)
 
 
-def run_for_args(db_path: str, resume: int | None, config: str | None) -> int | None:
-    """`workbench train`'s run: `--resume RUN` (which must exist), or a new run made from CONFIG after its
-    sources are checked. None (with the error printed) when neither is given."""
+def load_checked(config: str, *, max_steps: int | None = None) -> tuple[Any, SourcesOk]:
+    """The config at `config` (with `max_steps` in place of its own when given) and its checked sources.
+    Raises ConfigError, TaskFileError, VerifierError, FileNotFoundError... naming the file: nothing is written."""
+    from workbench.config import ConfigError, load_config
+
+    cfg = load_config(config)
+    if max_steps is not None:
+        if max_steps < 1:
+            raise ConfigError(f"--max-steps: must be >= 1, got {max_steps}")
+        cfg = dataclasses.replace(cfg, max_steps=max_steps)  # __post_init__ re-checks; presets are idempotent
+    return cfg, check_sources(cfg, config)  # a typo in tasks, reward or MCP servers fails here
+
+
+def run_for_args(db_path: str, resume: int | None, config: str | None, *, max_steps: int | None = None) -> int | None:
+    """`workbench train`'s run: `--resume RUN` (which must exist), or a new run made from CONFIG (its
+    `max_steps` replaced when given) after its sources are checked. None (with the error printed) when neither
+    is given. The database is opened only after the checks pass: a failed check leaves no file behind."""
     import sys
 
     import store
-    from workbench.config import load_config
 
-    db = store.open_db(db_path)
-    try:
-        if resume is not None:
+    if resume is not None:
+        with contextlib.closing(store.open_db(db_path, create=False)) as db:  # resuming needs the run's database
             store.runs.get_run(db, resume)
-            return resume
-        if not config:
-            print("error: give a CONFIG file, or --resume RUN", file=sys.stderr)
-            return None
-        cfg = load_config(config)
-        check_sources(cfg, config)  # a typo in tasks, reward or MCP servers fails here, not as a crashed run
+        return resume
+    if not config:
+        print("error: give a CONFIG file, or --resume RUN", file=sys.stderr)
+        return None
+    cfg, _ = load_checked(config, max_steps=max_steps)
+    with contextlib.closing(store.open_db(db_path)) as db:
         return store.runs.create_run(db, name=cfg.name, model=cfg.model, config=cfg.to_dict())
-    finally:
-        db.close()
+

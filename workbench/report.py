@@ -8,9 +8,11 @@ import datetime as dt
 import json
 import sys
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
-from workbench.view import View, eval_rows, skill_rows
+from workbench.view import EvalRow, View, eval_rows, skill_rows
+from workbench.view.evaluations import skill_columns
 
 SPLITS = ("validation", "test")
 
@@ -44,6 +46,74 @@ def _rate(value: Any, ci: tuple[Any, Any] | None = None) -> str:
     return f"{value:.2f}"
 
 
+def _all_events(view: View, run_id: int, kind: str) -> list[Any]:
+    """Every event of one kind, oldest first: a promotion can be older than the last N events a report shows."""
+    found, after = [], 0
+    while page := view.events(run_id, after_id=after, limit=500):
+        found += [e for e in page if e.kind == kind]
+        after = page[-1].id
+    return found
+
+
+def promotion_footnote(rows: list[EvalRow]) -> str:
+    """The footnote for the `*` row, saying the part of workbench.view.evaluations.promotion that applied to
+    it: the SFT-only checkpoint is compared with the baseline only (never with itself); a later checkpoint also
+    with SFT-only when the run has an SFT-only eval."""
+    head = ("* promoted (what to deploy): on validation, paired on the same tasks, clearly better than the "
+            "baseline (95% CI of the difference above 0), no more unsafe calls than it")
+    tail = ", and more successful than the checkpoint promoted before it"
+    promoted = next((r for r in rows if r.promoted), None)
+    has_sft = any(r.kind == "sft" for r in rows)
+    if promoted is None:
+        return (f"{head}{', and, after the SFT warm-up, clearly better than SFT-only' if has_sft else ''}{tail}; "
+                "no checkpoint of this run passed")
+    if promoted.eval.solved is None:  # evals stored before per-task results: the rule's point-estimate fallback
+        head = "* promoted (what to deploy): on validation, success above the baseline's (point estimates: no per-task results)"
+    if promoted.kind == "sft":
+        later = [r for r in rows if r.kind not in ("base", "sft")]
+        return (f"{head}: the SFT-only checkpoint, so compared with the baseline only"
+                + ("; a later one must also be clearly better than SFT-only, and none was" if later else ""))
+    return f"{head}{', and clearly better than SFT-only' if has_sft else ''}{tail}"
+
+
+def deploy_line(run_id: int, checkpoints: list[Any], rows: list[EvalRow], decisions: list[Any]) -> str:
+    """`deploy: PATH (why)`: the promoted checkpoint's folder and the decision that promoted it, with the
+    last decision after it when later checkpoints were not promoted; or why there is nothing to deploy."""
+    promoted = [c for c in checkpoints if c.promoted]
+    if not promoted:
+        if decisions:
+            return f"deploy: nothing from run {run_id}: no checkpoint passed the promotion rule (last: {decisions[-1].message})"
+        return f"deploy: nothing yet from run {run_id}: no checkpoint has a validation eval and a promotion decision"
+    c = promoted[-1]
+    label = next((r.label for r in rows if r.promoted), f"{c.kind} @ step {c.step}")
+    prefix = f"step {c.step}: promoted: "
+    why = next((e.message.removeprefix(prefix) for e in reversed(decisions) if e.message.startswith(prefix)), None)
+    text = f"{label}, promoted on validation" + (f": {why}" if why else "")
+    after = [e for e in decisions if _decision_step(e.message) > c.step]
+    if after:
+        text += f"; later: {after[-1].message}"
+    missing = "" if Path(c.path).exists() else " [not on this machine]"
+    return f"deploy: {c.path}{missing} ({text})"
+
+
+def _decision_step(message: str) -> int:
+    """The step a promotion event is about (`step N: ...`); -1 when it names none."""
+    head = message.split(":", 1)[0]
+    return int(head[5:]) if head.startswith("step ") and head[5:].isdigit() else -1
+
+
+def wrapper_rows(rows: list[Any]) -> list[list[str]]:
+    """The skill table's format-failure line, beside the skills' success (the columns of `skill_rows`): the share
+    of replies holding a well-formed call in the wrong wrapper (a ```json fence, bare JSON where tags are
+    expected), apart from wrong tool and wrong args; shown when some policy has any."""
+    cols = skill_columns(rows)
+    values = [r.eval.metric("wrong_wrapper_rate") for r in cols]
+    if not any(v for v in values):
+        return []
+    n = next((r.eval.metric("n") for r in cols if r.eval.metric("n") is not None), 0)
+    return [["wrong wrapper (share)", str(int(n or 0)), *("-" if v is None else f"{v:.2f}" for v in values)]]
+
+
 def print_report(db: str, run_id: int, *, mode: str = "greedy", as_json: bool = False, n_events: int = 20) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -54,7 +124,8 @@ def print_report(db: str, run_id: int, *, mode: str = "greedy", as_json: bool = 
             print(json.dumps(eval_table(view, run_id, mode), indent=2))
             return 0
         evals, checkpoints = view.evals(run_id), view.checkpoints(run_id)
-        events = view.last_events(run_id, max(n_events, 200))
+        events = view.last_events(run_id, n_events) if n_events > 0 else []
+        decisions = _all_events(view, run_id, "promotion")
     # Piped to a file, rich would wrap at 80 columns: give the tables the width they need instead.
     console = Console() if sys.stdout.isatty() else Console(width=200)
     for split in SPLITS:
@@ -78,6 +149,7 @@ def print_report(db: str, run_id: int, *, mode: str = "greedy", as_json: bool = 
             )
         console.print(table)
         header, lines = skill_rows(rows)
+        lines += wrapper_rows(rows)
         if lines:
             skills = Table(title=f"{split}: success per skill")
             for col in header:
@@ -85,20 +157,15 @@ def print_report(db: str, run_id: int, *, mode: str = "greedy", as_json: bool = 
             for line in lines:
                 skills.add_row(*line)
             console.print(skills)
-    print("* promoted: clearly better than the baseline and than SFT-only on validation (paired, 95% CI above 0)")
+    print(promotion_footnote(eval_rows(evals, checkpoints, "greedy", split="validation")))
     print("no call: share of no-call tasks (expected_tool null) answered without a call; parallel: success on"
           " tasks expecting several calls in one turn; '-' where the split has none")
     print("vs base / vs SFT-only: paired success difference on the same tasks [95% bootstrap CI over tasks]"
           " T[95% CI over phrasing templates]")
-    decisions = [e for e in events if e.kind == "promotion"]
-    promoted = [e for e in decisions if ": promoted:" in e.message]
-    if promoted:
-        print(f"promoted: {promoted[-1].message}")
-    elif decisions:
-        print(f"nothing promoted; last decision: {decisions[-1].message}")
-    shown = events[-n_events:] if n_events > 0 else []
-    if shown:
-        print(f"\nevents (the last {len(shown)}):")
-        for e in shown:
+    if events:
+        print(f"\nevents (the last {len(events)}):")
+        for e in events:
             print(f"  {dt.datetime.fromtimestamp(e.created):%Y-%m-%d %H:%M:%S}  {e.kind:<8} {e.message}")
+    # Last, so it is what a reader (or `tail -1`) takes away. Promotion reads greedy validation evals only.
+    print(deploy_line(run_id, checkpoints, eval_rows(evals, checkpoints, "greedy", split="validation"), decisions))
     return 0
