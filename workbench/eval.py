@@ -86,6 +86,8 @@ def summarize(rollouts: list[Rollout], flags: list[dict[str, bool]]) -> dict[str
         "valid_json_rate": rate("valid_json"),
         "correct_tool_rate": rate("correct_tool"),
         "correct_args_rate": rate("correct_args"),
+        # a well-formed call in the wrong wrapper (a fence, bare JSON where tags are expected): a format failure
+        "wrong_wrapper_rate": sum(1.0 for f in flags if f.get("wrong_wrapper")) / n,
         "success_rate": sum(1.0 for f in flags if f["success"]) / n,
         "success_ci_low": lo,
         "success_ci_high": hi,

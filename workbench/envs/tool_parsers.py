@@ -207,5 +207,48 @@ def resolve_parser(name: str, template: str | None) -> str:
     return name
 
 
+# A reply with no call in the model's format that is nevertheless a well-formed call, in another wrapper: the
+# parser stays strict (vLLM's parser of the same name would not take it either), only the reason says so.
+WRONG_WRAPPER = "call in the wrong wrapper"
+WRAPPERS = {"hermes": "<tool_call> tags", "llama3_json": "a bare JSON object", "mistral": "[TOOL_CALLS]",
+            "nemotron": "<TOOLCALL> tags"}
+_FENCED = re.compile(r"```([a-zA-Z0-9_-]*)[ \t]*\n(.*?)```", re.DOTALL)
+
+
+def _is_call(obj: Any) -> bool:
+    if isinstance(obj, dict) and "tool" in obj and "name" not in obj:  # the JSON harness's {"tool", "args"}
+        obj = {"name": obj["tool"], "arguments": obj.get("args", {})}
+    return isinstance(obj, dict) and _call(obj)[0] is not None
+
+
+def _wholly_calls(body: str) -> bool:
+    """`body` is exactly one JSON call object, or a non-empty JSON list of them."""
+    obj, err = _json(body.strip())
+    objs = obj if isinstance(obj, list) else [obj]
+    return err is None and bool(objs) and all(_is_call(o) for o in objs)
+
+
+def misplaced_call(text: str, parser: str) -> str | None:
+    """Why a reply holding no call in `parser`'s format still holds a well-formed one: in a ``` fence (prose
+    around it allowed), as bare JSON (the whole reply), or in another format's tags; None when it holds none."""
+    want = WRAPPERS.get(parser, parser)
+    for m in _FENCED.finditer(text):
+        if _wholly_calls(m.group(2)):
+            return f"{WRONG_WRAPPER}: a ```{m.group(1)} fence, not {want}"
+    body = text.strip()
+    if parser != "llama3_json" and body[:1] in ("{", "[") and _wholly_calls(body):
+        return f"{WRONG_WRAPPER}: bare JSON, not {want}"
+    for other in ("hermes", "nemotron", "mistral"):
+        marker = {"hermes": "<tool_call>", "nemotron": "<TOOLCALL>", "mistral": "[TOOL_CALLS]"}[other]
+        if other != parser and marker in text and PARSERS[other](text).calls:
+            return f"{WRONG_WRAPPER}: {WRAPPERS[other]}, not {want}"
+    return None
+
+
 def parse_reply(text: str, parser: str) -> ParsedReply:
-    return PARSERS[parser](text)
+    """The reply parsed strictly by `parser`; a reply with no call in that format but a well-formed call in
+    another wrapper gets the reason (`misplaced_call`) instead of NO_CALL, and still no calls."""
+    parsed = PARSERS[parser](text)
+    if parsed.error == NO_CALL and (why := misplaced_call(text, parser)):
+        parsed.error = why
+    return parsed
