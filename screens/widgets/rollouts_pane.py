@@ -67,6 +67,7 @@ class RolloutsPane(Vertical):
         self.task_filter: int | None = None
         self.group_size = 1  # the largest group seen: sizes the rewards column
         self._widths = column_widths(80, 1)
+        self._pane_width = 0  # the last width it was shown at
 
     def compose(self) -> ComposeResult:
         # No cell padding: each width includes its one-space gap, which saves columns at 80x24.
@@ -79,9 +80,12 @@ class RolloutsPane(Vertical):
 
     def _fit(self) -> bool:
         """Rebuild the columns (and the rows) when the pane's width or the group size asks for new widths."""
-        if not self.content_size.width:
+        # A hidden pane (narrow: another in front) has no size, and showing it again at the size it had sends
+        # no resize: fit to the last width it had, or a group that grew meanwhile keeps a too-narrow column.
+        self._pane_width = self.content_size.width or self._pane_width
+        if not self._pane_width:
             return False
-        widths = column_widths(self.content_size.width, self.group_size)
+        widths = column_widths(self._pane_width, self.group_size)
         if widths == self._widths:
             return False
         self._widths = widths
