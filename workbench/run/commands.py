@@ -16,11 +16,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from workbench.errors import InputError
+
 DRIVERS = ("worker", "trl")  # workbench.worker (our trainer) and workbench.integrations.trl (TRL's callback)
 Driver = Literal["worker", "trl"]
 
 
-class PayloadError(ValueError):
+class PayloadError(InputError, ValueError):
     """A command's payload is missing a value or holds one outside its valid range (the message names it)."""
 
 

@@ -15,13 +15,14 @@ import traceback
 from typing import Any
 
 import store
+from workbench.errors import RunLostError
 from workbench.view.run_state import STALE_AFTER_S
 
 HEARTBEAT_S = 1.0
 DEAD_CLAIM = "the worker that claimed it died before answering"
 
 
-class LockLost(RuntimeError):
+class LockLost(RunLostError, RuntimeError):
     """Another worker took over this run (our heartbeat went stale); stop writing at once."""
 
 
