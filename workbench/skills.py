@@ -11,6 +11,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from workbench.domains.calendar.agent_tasks import KINDS as AGENT_KINDS
+from workbench.domains.calendar.agent_tasks import task_kind
 from workbench.types import Task
 
 # A time the user wrote as the tool wants it (14:00), with am/pm (2 PM, 2:30pm), or in words.
@@ -23,11 +25,18 @@ _RELATIVE = re.compile(r"\b(?:tomorrow|day after tomorrow|tonight|in \w+ days)\b
 SKILL_LABELS = {
     "time_24h": "24-hour times", "time_12h": "12-hour times", "time_words": "times in words",
     "relative_day": "relative days", "name": "names", "no_call": "no call expected",
+    "multi_step": "multi-step tasks",
+    **{f"agent:{k}": f"multi-step: {k.replace('_', ' ')}" for k in AGENT_KINDS},
 }
 
 
 def task_skills(task: Task) -> list[str]:
-    """`tool:<name>` plus the argument kinds the prompt asks the model to convert or copy."""
+    """`tool:<name>` plus the argument kinds the prompt asks the model to convert or copy; `multi_step` for a
+    task judged on the world's final state, and a calendar_agent task's kind (`agent:<kind>`) in place of
+    the rest (its expected tool is the call success requires, not the answer, so `tool:` would mislead)."""
+    kind = task_kind(task)
+    if kind is not None:
+        return ["multi_step", f"agent:{kind}"]
     tool = getattr(task, "expected_tool", None)
     skills = [f"tool:{tool}" if tool else "no_call"]
     text = getattr(task, "prompt", "") or ""
@@ -42,6 +51,8 @@ def task_skills(task: Task) -> list[str]:
     args: Any = getattr(task, "expected_args", None) or {}
     if any(k in args for k in ("attendee", "to", "name")):
         skills.append("name")
+    if getattr(task, "expected_state", None) is not None:
+        skills.append("multi_step")
     return skills
 
 
@@ -57,7 +68,7 @@ def breakdown(tasks: Iterable[Task], solved: dict[str, float]) -> dict[str, dict
 
 
 def is_skill(name: str) -> bool:
-    """A name `task_skills` can return: an argument kind, no_call, or tool:<name>."""
+    """A name `task_skills` can return: an argument kind, no_call, multi_step, agent:<kind>, or tool:<name>."""
     return name in SKILL_LABELS or (name.startswith("tool:") and len(name) > len("tool:"))
 
 

@@ -122,6 +122,11 @@ def stage_tasks(train: list[Task], holdout: float, skills: list[str],
                 sft_weights: dict[str, int] | None = None) -> tuple[list[Task], list[Task]]:
     """(the SFT warm-up's examples, GRPO's tasks) for a config's `grpo_holdout`, `grpo_skills` and
     `sft_skill_weights`: the one place all three are applied, so the trainer and the preflight check select
-    the same tasks. The SFT list repeats a task its weight's number of times."""
+    the same tasks. The SFT list repeats a task its weight's number of times.
+
+    SFT keeps single-call tasks only: a multi-step task (judged on `expected_state`) has no gold trajectory,
+    and imitating its `expected_tool` as the first reply would teach acting before looking. Such tasks are
+    learnt by GRPO from the final-state reward alone."""
     sft, rl = grpo_holdout(train, holdout)
+    sft = [t for t in sft if t.expected_state is None]
     return weighted_by_skills(sft, sft_weights or {}), with_skills(rl, skills)

@@ -18,6 +18,7 @@ from typing import Any
 
 from workbench.domains.calendar import (
     BUILTIN_TOOLS,
+    builtin_agent_tasks,
     builtin_call_tasks,
     builtin_multi_turn_tasks,
     builtin_tasks,
@@ -318,8 +319,8 @@ def write_builtin_jsonl(path: str | Path, split: str | None = None) -> int:
     return write_tasks_jsonl(path, builtin_tasks(split))
 
 
-BUILTIN_SOURCES = ("builtin:calendar", "builtin:calendar_mt", "builtin:calendar_calls", "tool_call_eval", "train",
-                   "held_out", "validation", "validation_wide", "test")
+BUILTIN_SOURCES = ("builtin:calendar", "builtin:calendar_mt", "builtin:calendar_calls", "builtin:calendar_agent",
+                   "tool_call_eval", "train", "held_out", "validation", "validation_wide", "test")
 
 
 def load_task_source(source: str | Path, split: str) -> list[Task]:
@@ -329,13 +330,26 @@ def load_task_source(source: str | Path, split: str) -> list[Task]:
     filtered by `split`), "tool_call_eval" (the calendar held-out split whatever `split` says), "train" /
     "held_out" (alias "validation") / "validation_wide" / "test" (that calendar split). A file is filtered by `split` when it has tasks of that split; a file
     whose tasks all share one other split (typically no split field: all "train") is used whole, since the
-    user named it for this role. Never returns an empty list.
+    user named it for this role. "builtin:calendar_agent": the generated multi-step family (train / held_out /
+    test). Sources joined by "+" ("builtin:calendar+builtin:calendar_agent") are each read for `split` and
+    concatenated: one `tasks:` key then feeds the SFT warm-up (single-call tasks only, `splits.stage_tasks`)
+    and GRPO (narrowed with `grpo_skills: [multi_step]`). Never returns an empty list.
     """
     key = str(source)
+    if "+" in key and not Path(key).is_file():
+        parts = [p.strip() for p in key.split("+")]
+        if any(not p for p in parts):
+            raise FileNotFoundError(f"task source {key!r}: an empty name between '+' signs")
+        tasks = [t for p in parts for t in load_task_source(p, split)]
+        if len({t.id for t in tasks}) < len(tasks):
+            raise TaskFileError([(key, 0, "id", "the joined sources share task ids")])
+        return tasks
     if key == "builtin:calendar":
         tasks = builtin_tasks(split)
     elif key == "builtin:calendar_mt":
         tasks = [t for t in builtin_multi_turn_tasks() if t.split == split]
+    elif key == "builtin:calendar_agent":  # generated multi-step tasks (train / held_out / test)
+        tasks = builtin_agent_tasks(split)
     elif key == "builtin:calendar_calls":  # no-call and parallel-call tasks (train / held_out)
         tasks = builtin_call_tasks("held_out" if split == "validation" else split)
     elif key == "tool_call_eval":

@@ -27,7 +27,8 @@ from workbench.verifiers.base import (
 )
 from workbench.verifiers.isolated import DEFAULT_MEMORY_LIMIT, DEFAULT_WORKERS, IsolatedVerifier
 
-BUILTIN_VERIFIERS = {"tool_call_verifier": "tool_call.py", "tool_call_gated": "tool_call_gated.py", "binary": "binary.py"}
+BUILTIN_VERIFIERS = {"tool_call_verifier": "tool_call.py", "tool_call_gated": "tool_call_gated.py", "binary": "binary.py",
+                     "agent_state": "agent_state.py"}
 
 AnyVerifier = Verifier | IsolatedVerifier
 

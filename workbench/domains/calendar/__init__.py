@@ -5,8 +5,10 @@
 - `single_turn_tasks`: the seeded phrasing generator behind "builtin:calendar" (train / held_out splits).
 - `multi_turn_tasks`: the hand-written tasks behind "builtin:calendar_mt".
 - `call_tasks`: no-call and parallel-call tasks behind "builtin:calendar_calls" (a family of their own).
+- `agent_tasks`: the generated multi-step family behind "builtin:calendar_agent" (seven kinds, three splits).
 """
 
+from workbench.domains.calendar.agent_tasks import builtin_agent_tasks
 from workbench.domains.calendar.call_tasks import builtin_call_tasks
 from workbench.domains.calendar.multi_turn_tasks import builtin_multi_turn_tasks
 from workbench.domains.calendar.single_turn_tasks import (
@@ -30,7 +32,7 @@ from workbench.domains.calendar.world import STATE_KEYS, ToolError, World, weath
 
 __all__ = [
     "BUILTIN_TOOLS", "CITIES", "DANGEROUS_TOOLS", "LIST_EVENTS_TOOL", "MULTI_TURN_TOOLS", "NAMES", "REMINDERS",
-    "STATE_KEYS", "SUBJECTS", "TEMPLATES", "WEEKDAYS", "ToolError", "World", "builtin_call_tasks",
+    "STATE_KEYS", "SUBJECTS", "TEMPLATES", "WEEKDAYS", "ToolError", "World", "builtin_agent_tasks", "builtin_call_tasks",
     "builtin_multi_turn_tasks",
     "builtin_tasks", "day_phrase", "time_phrase", "weather_for",
 ]
