@@ -34,7 +34,6 @@ from screens.trajectory_screen import TrajectoryScreen
 from screens.verifier_editor import VerifierEditorScreen
 from workbench.view import (
     ACTIONS,
-    BACKGROUND_NICE,
     PayloadError,
     Run,
     RunState,
@@ -191,7 +190,7 @@ class WorkbenchApp(App[None]):
 
     @work(thread=True, group="start-worker", exclusive=True, exit_on_error=False)
     def _start_worker(self, run_id: int) -> None:
-        proc = start_worker(self.db_path, run_id, nice=BACKGROUND_NICE)
+        proc = start_worker(self.db_path, run_id)
         self.post_message(self.WorkerStarted(getattr(proc, "pid", None)))
 
     def on_workbench_app_worker_started(self, message: WorkerStarted) -> None:

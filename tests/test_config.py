@@ -276,3 +276,22 @@ def test_numeric_flags_in_range_parse_to_numbers():
     args = build_parser().parse_args(["eval", "--temperature", "0.7", "--samples", "0", "--max-new-tokens", "32768"])
     assert (args.temperature, args.samples, args.max_new_tokens) == (0.7, 0, 32768)
     assert build_parser().parse_args(["serve", "--port", "1"]).port == 1
+
+
+def test_worker_nice_is_a_checked_config_option_the_worker_applies(tmp_path):
+    import subprocess
+    import sys
+
+    from workbench.config import ConfigError, config_from_dict
+
+    assert config_from_dict({}).worker_nice == 0
+    assert config_from_dict({"worker_nice": 7}).worker_nice == 7
+    for bad in (-1, 20, 1.5):
+        with pytest.raises(ConfigError, match="worker_nice"):
+            config_from_dict({"worker_nice": bad})
+    # Applied in a process of its own (niceness cannot be undone): lowered to the option, never raised.
+    code = ("import os; from workbench.worker import apply_niceness; base = os.nice(0); want = min(base + 3, 19); "
+            "apply_niceness(want); a = os.nice(0); apply_niceness(base); print(want, a, os.nice(0))")
+    want, got, after = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                      check=True).stdout.split()
+    assert got == want and after == want

@@ -284,7 +284,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Create (or re-attach to) the embedded demo run, start its worker, open the UI."""
     import store
     from workbench.config import load_config
-    from workbench.launch import BACKGROUND_NICE, start_worker
+    from workbench.launch import start_worker
     from workbench.view import Run, RunState, allowed, worker_state
 
     db = store.open_db(args.db)
@@ -296,7 +296,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         cfg = load_config(_demo_config_path())
         run_id = store.runs.create_run(db, name=cfg.name, model=cfg.model, config=cfg.to_dict())
     if worker_state(Run.from_row(store.runs.get_run(db, run_id)), time.time()) != "alive":
-        start_worker(args.db, run_id, nice=BACKGROUND_NICE)
+        start_worker(args.db, run_id)
     db.close()
     from workbench.invocation import workbench_command
 

@@ -248,6 +248,10 @@ class Config:
     dtype: DType = "auto"  # auto: bfloat16 base weights on a GPU (LoRA and optimizer stay float32), float32 on CPU
     device: str = "auto"  # auto | cpu | cuda | cuda:N (workbench/devices.py); auto: CUDA when available
     seed: int = 0
+    # The worker process's niceness (0-19), however it is started (workbench demo, the UI, train). 0: on a
+    # machine shared with another job a niced worker gets only its leftover CPU (bench/worker_nice.py), and
+    # niceness did not change the UI's key latency (bench/ui_latency.py; both in docs/benchmarks.md).
+    worker_nice: int = 0
     output_dir: str = "runs"  # checkpoints go to <output_dir>/<run id>/
     log_to: LogTo = "none"  # also write step metrics as TensorBoard event files (<run dir>/tensorboard)
 
@@ -371,6 +375,7 @@ CONFIG_RANGES: Mapping[str, Range] = MappingProxyType({
     "vllm_kv_cache_gb": POSITIVE,
     "vllm_is_cap": POSITIVE,
     "seed": Range(0, 2**32 - 1),  # what every seeded generator (random, torch, numpy) accepts
+    "worker_nice": Range(0, 19),  # os.nice's range for an unprivileged process
 })
 LORA_RANGES: Mapping[str, Range] = MappingProxyType({
     "r": Range(1, MAX_BATCH), "alpha": POSITIVE, "dropout": Range(0, 1, hi_open=True),

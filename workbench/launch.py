@@ -7,15 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-# A worker started beside a UI runs at this niceness: training is a batch job, and with every core busy a
-# worker at the UI's priority made key -> repaint wait for the scheduler (bench/ui_latency.py).
-BACKGROUND_NICE = 10
-
 
 def start_worker(db_path: str | Path, run_id: int, *, log_path: str | Path | None = None,
                  nice: int = 0) -> subprocess.Popen:
     """Spawn the worker for an existing run in its own session, so it outlives the UI that started it;
-    `nice` > 0 lowers its CPU priority (the UI passes BACKGROUND_NICE)."""
+    `nice` > 0 lowers its CPU priority from the start (the run's `worker_nice` is applied by the worker itself,
+    whoever starts it)."""
     log_path = Path(log_path or Path(db_path).with_suffix(f".run{run_id}.log"))
     log = open(log_path, "ab")  # noqa: SIM115 - handed to the child
     niceness = ["--nice", str(nice)] if nice else []

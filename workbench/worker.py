@@ -243,6 +243,7 @@ def run_worker(db_path: str | Path, run_id: int, *, policy: Any = None, log: Any
     try:
         session.set_status("starting", f"worker pid {os.getpid()} loading the model")
         cfg = config_from_dict(store.runs.get_run(db, run_id)["config"], f"run {run_id} config")
+        apply_niceness(cfg.worker_nice, log)
         if ranks is not None:
             trainer = make_trainer(cfg, db, run_id, ranks, hooks, policy=policy, log=log or (lambda m: None))
         else:
@@ -272,6 +273,16 @@ def run_worker(db_path: str | Path, run_id: int, *, policy: Any = None, log: Any
         session.release()
         db.close()
     return status
+
+
+def apply_niceness(nice: int, log: Any = None) -> None:
+    """Lower this process's CPU priority to `nice` (the config's `worker_nice`); never raises it (an
+    unprivileged process cannot), so a worker started niced by hand keeps that."""
+    current = os.nice(0)
+    if nice > current:
+        os.nice(nice - current)
+        if log:
+            log(f"worker niceness {nice} (worker_nice)")
 
 
 def main(argv: list[str] | None = None) -> int:

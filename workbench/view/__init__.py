@@ -8,7 +8,7 @@ contract and tests/test_view.py hold it to that), so a UI process never loads a 
 
 from store import StoreError
 from store.trajectories import TrajectoryFilter
-from workbench.launch import BACKGROUND_NICE, start_worker
+from workbench.launch import start_worker
 from workbench.run.commands import COMMANDS, CommandSpec, PayloadError, check_command, command_spec
 from workbench.types import ToolCall
 from workbench.verifiers import builtin_verifier_code
@@ -77,7 +77,7 @@ from workbench.view.turns import turns
 
 __all__ = [
     "COMMANDS", "CommandSpec", "PayloadError", "check_command", "command_spec",  # the command table (workbench.run)
-    "ACTIONS", "BACKGROUND_NICE", "ERROR_BUDGET_PAUSE", "FULL_REWARD", "LIVE_STATUSES", "ORDERS", "PAUSED_STATUSES", "PART_NAMES", "SORTS", "STALE_AFTER_S", "STATUSES", "Action",
+    "ACTIONS", "ERROR_BUDGET_PAUSE", "FULL_REWARD", "LIVE_STATUSES", "ORDERS", "PAUSED_STATUSES", "PART_NAMES", "SORTS", "STALE_AFTER_S", "STATUSES", "Action",
     "Checkpoint", "Command", "DryRunOutcome", "DryRunRow", "Eval", "EvalRow", "Event", "FailureShares", "Flag", "Label",
     "Page", "Progress", "Run", "RunState", "Step", "StoreError", "Task", "TaskRow", "TaskStats", "ToolCall", "Trajectory", "TrajectoryFilter",
     "Turn", "VerifierVersion", "View", "WorkerState", "allowed", "baseline", "baseline_value", "best_eval",
