@@ -146,7 +146,10 @@ def test_builtins_are_loadable_source(tmp_path):
         # calendar's compare module is the one home of the time rule the world applies too.
         allowed = {"__future__", "re", "collections", "typing", "workbench.types", "workbench.envs.parse",
                    "workbench.domains.calendar.compare"}
-        assert imported <= allowed | ({"workbench.verifiers.tool_call"} if name == "tool_call_gated" else set())
+        # agent_state scores single calls with the seed and reads its state helpers (an edit on top, too)
+        on_seed = {"tool_call_gated": {"workbench.verifiers.tool_call"},
+                   "agent_state": {"json", "workbench.verifiers.tool_call"}}
+        assert imported <= allowed | on_seed.get(name, set())
         v = get_verifier(name)
         assert v.code == code and v.name == name and len(v.sha256) == 64
         p = tmp_path / f"{name}.py"
@@ -237,7 +240,8 @@ def test_a_malformed_reward_range_is_refused_at_its_line(declared, isolate):
 
 def test_builtins_declare_their_range():
     ranges = {name: get_verifier(name).reward_range for name in BUILTIN_VERIFIERS}
-    assert ranges == {"tool_call_verifier": (-1.0, 1.0), "tool_call_gated": (-1.0, 1.0), "binary": (0.0, 1.0)}
+    assert ranges == {"tool_call_verifier": (-1.0, 1.0), "tool_call_gated": (-1.0, 1.0), "binary": (0.0, 1.0),
+                      "agent_state": (-1.0, 1.0)}
 
 
 def test_timeout_interrupts_a_hung_verifier_in_process():
