@@ -84,6 +84,23 @@ def test_every_bad_line_reported_with_file_line_and_field(tmp_path):
     assert f"{p}:2: -: bad JSON" in text and f"{p}:5: expected_tool:" in text
 
 
+def test_text_the_tokenizer_cannot_encode_is_refused_at_load_with_file_line_and_field(tmp_path):
+    # JSON's \\u escapes let a lone surrogate through json.loads; UTF-8 (and so every tokenizer) refuses it
+    p = _write(tmp_path, [
+        GOOD,
+        {**GOOD, "prompt": "Book Sam \ud800 on Monday"},
+        {**GOOD, "messages": [{"role": "user", "content": "ok"}, {"role": "tool", "content": "x\udfff"}]},
+        {**GOOD, "expected_args": {"attendee": "S\udc00m", "day": "Monday", "time": "14:00"}},
+    ])
+    with pytest.raises(TaskFileError) as ei:
+        load_tasks(p)
+    where = {(line, field) for _, line, field, reason in ei.value.errors if "cannot encode" in reason}
+    assert where == {(2, "prompt"), (3, "messages[1].content"), (4, "expected_args.attendee")}
+    text = str(ei.value)
+    text.encode("utf-8")  # the message itself prints (the character is named escaped)
+    assert f"{p}:2: prompt: text the tokenizer cannot encode ('\\ud800' at character 9" in text
+
+
 def test_error_message_lists_first_20(tmp_path):
     p = _write(tmp_path, ["{"] * 25)
     with pytest.raises(TaskFileError) as ei:

@@ -87,11 +87,43 @@ def expected_call_of(obj: Any) -> tuple[str | None, Any, str | None]:
     return name, args, None
 
 
+def _surrogate_at(text: str) -> int | None:
+    """None when `text` is valid Unicode text, else the index of its first lone surrogate."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return e.start
+    return None
+
+
+def _unencodable(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    """(field, reason) for each string (a key or a value, at any depth) that is not valid Unicode text: JSON's
+    `\\u` escapes allow a lone surrogate (`\\ud800`) that UTF-8 cannot encode, and the tokenizer would crash
+    the run at its start on it (UnicodeEncodeError). Iterative: a line nested deeply must not overflow here."""
+    found: list[tuple[str, str]] = []
+    # a top-level key with a surrogate is an unknown field (reported there); named in ASCII so the message prints
+    stack = [(k if _surrogate_at(k) is None else ascii(k), v) for k, v in reversed(obj.items())]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            bad_keys = [k for k in value if isinstance(k, str) and _surrogate_at(k) is not None]
+            found.extend((f"{where}.{ascii(k)}", "a key the tokenizer cannot encode (a lone surrogate)")
+                         for k in bad_keys)
+            stack.extend(reversed([(f"{where}.{k if k not in bad_keys else ascii(k)}", v) for k, v in value.items()]))
+        elif isinstance(value, list):
+            stack.extend(reversed([(f"{where}[{i}]", v) for i, v in enumerate(value)]))
+        elif isinstance(value, str) and (at := _surrogate_at(value)) is not None:
+            found.append((where, f"text the tokenizer cannot encode ({value[at]!r} at character {at}: a lone "
+                                 "surrogate; write the character itself, or a valid \\u pair)"))
+    return found
+
+
 def _check_line(obj: Any, field_err: list[tuple[str, str]]) -> None:
     """Append (field, reason) for everything wrong with one decoded line."""
     if not isinstance(obj, dict):
         field_err.append(("-", f"line is a JSON {type(obj).__name__}, expected an object"))
         return
+    field_err.extend(_unencodable(obj))
     for key in obj:
         if key not in TASK_FIELDS:
             near = difflib.get_close_matches(key, sorted(TASK_FIELDS), n=1)
