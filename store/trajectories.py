@@ -332,3 +332,11 @@ def mark_superseded(db: sqlite_utils.Database, run_id: int, after_step: int) -> 
 
 def count_trajectories(db: sqlite_utils.Database, run_id: int) -> int:
     return db.execute("SELECT COUNT(*) FROM trajectories WHERE run_id = ?", [run_id]).fetchone()[0]
+
+
+def train_group_rewards(db: sqlite_utils.Database, run_id: int, up_to_step: int) -> list[tuple[int, int, int, Any]]:
+    """(step, group_idx, task_id, reward) of the run's live training rows up to `up_to_step`, in order: what
+    the prompt sampler learns from (reward None: a verifier error)."""
+    return [tuple(r) for r in db.execute(
+        "SELECT step, group_idx, task_id, reward FROM trajectories WHERE run_id = ? AND split = 'train' "
+        "AND superseded = 0 AND step <= ? ORDER BY step, group_idx, sample_idx", [run_id, up_to_step])]

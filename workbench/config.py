@@ -54,6 +54,7 @@ MultiTurnWeighting = Literal["episode", "turn"]
 ToolFormat = Literal["json", "native"]
 SftSchedule = Literal["constant", "cosine"]
 SftAutocast = Literal["none", "bfloat16"]
+PromptSampler = Literal["uniform", "spread"]
 ToolParser = Literal["auto", "hermes", "llama3_json", "mistral", "nemotron"]
 LogTo = Literal["none", "tensorboard"]
 
@@ -192,6 +193,9 @@ class Config:
     loss_type: LossType | None = None  # the algorithm's
     importance_sampling_level: ISLevel | None = None  # the algorithm's (token; gspo sequence)
     dynamic_sampling: bool | None = None  # drop zero-variance groups; the algorithm's (dapo True)
+    # Which train prompts a step draws: uniform, or spread (by their estimated chance of a group with reward
+    # spread, from the latest validation eval's skills and the run's groups so far: workbench/prompt_sampler.py)
+    prompt_sampler: PromptSampler = "uniform"
     dynamic_sampling_max_refills: int = 2  # dynamic sampling: rounds of new prompts to refill dropped groups
     # DAPO's overlong handling, off by default (TRL's defaults; not in the dapo preset, whose values stored
     # runs resolve to). The DAPO paper's recipe turns both on: mask_truncated_completions: true, and a buffer

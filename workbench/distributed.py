@@ -379,9 +379,11 @@ class RankTrainer(Trainer):
             sft = None
             if last is not None and self._kl_to_sft:
                 sft = last if last["kind"] == "sft" else self._loaded[1]
-            broadcast_object((last and last["path"], sft and sft["path"]), "the resume")
+            # The prompt sampler's state too: it is read from rank 0's store, and every rank must draw alike.
+            broadcast_object((last and last["path"], sft and sft["path"], self.groups_seen, self.eval_skills),
+                             "the resume")
             return step
-        last, sft = broadcast_object(None, "the resume")
+        last, sft, self.groups_seen, self.eval_skills = broadcast_object(None, "the resume")
         if last is None:
             return None
         if sft is not None:

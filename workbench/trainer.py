@@ -31,6 +31,7 @@ from workbench.envs import bind_tokenizer, env_for_config
 from workbench.eval import EvalResult, evaluate
 from workbench.models import Policy, load_policy
 from workbench.progress import Progress, eval_label
+from workbench.prompt_sampler import GroupSeen, SpreadSampler, skill_success_from_eval
 from workbench.rollout.runner import Rollout, Sampling, run_rollouts
 from workbench.run.recorder import EvalPart, Recorder, Scored, expected_parts, missing_parts, task_row
 from workbench.safe_points import Interrupted, layer_safe_points
@@ -150,6 +151,12 @@ class Trainer:
         self.temperature = cfg.temperature
         self._step_temperature: float | None = None  # the running step's, read by its update (train_step sets them)
         self._step_lr: float | None = None
+        # `prompt_sampler: spread`: prompts drawn by their chance of a group with reward spread; what it learns
+        # from (groups seen, the latest validation eval's skills) is kept here and rebuilt from the store on resume
+        self.sampler = (SpreadSampler(self.rl_tasks, [task_row(t)["key"] for t in self.rl_tasks],
+                                      cfg.num_generations_per_prompt) if cfg.prompt_sampler == "spread" else None)
+        self.groups_seen: list[GroupSeen] = []
+        self.eval_skills: dict[str, float] = {}
         self.step = 0  # GRPO steps completed
         self.sft_done = cfg.sft_steps == 0
         self.halted: str | None = None  # past the verifier error budget, with no driver that can pause
@@ -262,7 +269,12 @@ class Trainer:
     def _step_tasks(self, step: int) -> list[Task]:
         rng = random.Random(self.cfg.seed * 1_000_003 + step)
         k = min(self.cfg.prompts_per_step, len(self.rl_tasks))
-        return rng.sample(self.rl_tasks, k)
+        if self.sampler is None:
+            return rng.sample(self.rl_tasks, k)
+        return self.sampler.draw(rng, k, self.sampler.weights(self.groups_seen, self.eval_skills))
+
+    def _seen(self, groups: list[list[Scored]]) -> list[GroupSeen]:
+        return [GroupSeen(task_row(grp[0].rollout.task)["key"], self._informative(grp)) for grp in groups if grp]
 
     def score(self, rollout: Rollout) -> Score:
         return self.score_many([rollout])[0]
@@ -298,6 +310,10 @@ class Trainer:
             refill = {"dynamic_sampling/extra_groups": float(len(groups) - first),
                       "dynamic_sampling/extra_generations": float(sum(len(grp) for grp in groups[first:]))}
         rollout_s = time.perf_counter() - t0
+        flat = [grp for grp in groups if not self._informative(grp)]
+        refill["sampler/zero_spread_groups"] = float(len(flat))
+        refill["sampler/zero_spread_generations"] = float(sum(len(grp) for grp in flat))
+        self.groups_seen += self._seen(groups)
         advantages, group_metrics, keep = self._advantages(groups)
         n_rows = sum(len(grp) for grp in groups)
         errors = int(group_metrics["verifier_errors"])
@@ -438,7 +454,12 @@ class Trainer:
             if missing <= 0 or not pool:
                 break
             rng = random.Random((self.cfg.seed * 1_000_003 + step) * 1_009 + rnd)
-            more = rng.sample(pool, min(missing, len(pool)))
+            if self.sampler is None:
+                more = rng.sample(pool, min(missing, len(pool)))
+            else:  # what this step's groups just showed counts too: a family that came back flat is avoided
+                weights = self.sampler.weights(self.groups_seen + self._seen(groups), self.eval_skills)
+                more = self.sampler.draw(rng, missing, weights,
+                                         exclude={i for i, t in enumerate(self.rl_tasks) if id(t) in used})
             used.update(id(t) for t in more)
             if not self._roll_out(step, more, sampling, groups):
                 return False
@@ -554,6 +575,7 @@ class Trainer:
                 {"source": self.cfg.test_tasks, "split": "test", "n": len(self.test_tasks)}, samples=0))
         self.recorder.record_evals(parts, step=self.step, verifier_id=self.verifier_id, checkpoint_id=checkpoint_id,
                                    is_baseline=is_baseline)
+        self.eval_skills = skill_success_from_eval(validation.metrics)
         metrics = validation.metrics
         if self.test_tasks:
             self.log(f"test at step {self.step}: {label}: success {parts[-1].metrics.get('success_rate', 0):.3f}")
@@ -605,6 +627,21 @@ class Trainer:
             store.runs.add_event(self.db, self.run_id, "checkpoint", msg, {"checkpoint_id": c["id"], "problem": problem})
         return None
 
+    def _restore_sampler_state(self) -> None:
+        """What the prompt sampler had learnt by the checkpoint's step, read back from the live rows."""
+        rewards: dict[tuple[int, int], list[float]] = {}
+        keys: dict[tuple[int, int], str] = {}
+        key_of = {v: k for k, v in self.task_ids.items()}
+        for step, group, task_id, reward in store.trajectories.train_group_rewards(self.db, self.run_id, self.step):
+            keys[(step, group)] = key_of.get(task_id, f"task:{task_id}")
+            if reward is not None:
+                rewards.setdefault((step, group), []).append(reward)
+        self.groups_seen = [GroupSeen(keys[g], len(rewards.get(g, [])) >= 2
+                                      and float(torch.tensor(rewards[g]).std()) >= 1e-8) for g in keys]
+        validation = [e for e in store.metrics.list_evals(self.db, self.run_id, mode="greedy")
+                      if e["step"] <= self.step and (e["tasks"] or {}).get("split", "held_out") != "test"]
+        self.eval_skills = skill_success_from_eval(validation[-1]["metrics"]) if validation else {}
+
     def resume(self) -> int | None:
         """Continue from the run's latest checkpoint: later steps' rows are marked superseded, not deleted.
         Returns the step resumed from, or None when the run has no checkpoint (it starts over)."""
@@ -633,6 +670,7 @@ class Trainer:
         self.sft_done = state["sft_done"]
         self.engine.update_weights(self.policy)
         n = store.trajectories.mark_superseded(self.db, self.run_id, after_step=self.step)
+        self._restore_sampler_state()
         store.runs.add_event(self.db, self.run_id, "resume", f"resumed from step {self.step} ({n} rows superseded)",
                              {"checkpoint_id": last["id"], "superseded": n})
         live = [e for e in store.metrics.list_evals(self.db, self.run_id) if not e["is_baseline"]]
