@@ -163,8 +163,8 @@ def resolve_model(name: str | os.PathLike[str]) -> Path:
         return Path(snapshot_download(text, allow_patterns=_HUB_PATTERNS))
     except Exception as exc:  # offline, unknown repo, bad id: all mean "cannot get it"
         raise ModelNotFoundError(
-            f"Model {text!r} is not a built-in name ({DEFAULT_MODEL!r}, {', '.join(PACKAGED_NAMES)}), not a "
-            "local HF folder, and could "
+            f"Model {text!r} is not the embedded default ({DEFAULT_MODEL!r}) or a packaged model "
+            f"({', '.join(PACKAGED_NAMES)}), not a local HF folder, and could "
             f"not be fetched from the hub ({type(exc).__name__}: {exc}). Offline? Use {DEFAULT_MODEL!r} or a "
             "local folder."
         ) from exc
