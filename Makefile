@@ -23,8 +23,11 @@ $(STAMP): pyproject.toml | $(PY)
 
 setup: $(STAMP)
 
+# The venv's bin is not put on your PATH: the workbench prints its own commands with the path that works
+# from where you are (README, "Using it"); `source $(VENV)/bin/activate` makes them plain `workbench`.
 demo: $(STAMP)
 	$(VENV)/bin/workbench demo
+	@echo "the workbench command is $(VENV)/bin/workbench (or run: source $(VENV)/bin/activate)"
 
 # pytest's exit code 5 (no tests collected) is not a failure of the suite.
 test: $(STAMP)

@@ -41,6 +41,10 @@ def test_missing_model_folder_and_resume_of_a_missing_database_leave_no_file(tmp
     db = tmp_path / "wb.db"
     assert main(["train", str(cfg), "--db", str(db)]) == 2
     assert f"{cfg}:2: model: './no-such-model': no such folder or file" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    cfg.write_text(f"name: x\nmodel: {tmp_path / 'empty'}\n")
+    assert main(["train", str(cfg), "--db", str(db)]) == 2
+    assert f"{cfg}:2: model: '{tmp_path / 'empty'}': a folder but not an HF model" in capsys.readouterr().err
     assert main(["train", "--resume", "1", "--db", str(db)]) == 2
     assert "no such database" in capsys.readouterr().err
     assert not db.exists()

@@ -39,9 +39,12 @@ def check_model(cfg: Any, path: str | None = None) -> None:
     from workbench.config import ConfigError
 
     text = str(cfg.model)
+    local = Path(text).expanduser()
     looks_local = text.startswith(("./", "../", "/", "~")) or text.endswith(".gguf")
-    if looks_local and not Path(text).expanduser().exists():
+    if looks_local and not local.exists():
         raise ConfigError(f"{_key_line(path, 'model')}: model: {text!r}: no such folder or file")
+    if local.is_dir() and not (local / "config.json").is_file():  # what resolve_model would refuse, later
+        raise ConfigError(f"{_key_line(path, 'model')}: model: {text!r}: a folder but not an HF model (no config.json)")
 
 
 def check_sources(cfg: Any, path: str | None = None) -> SourcesOk:
