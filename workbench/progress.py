@@ -56,13 +56,17 @@ def describe(data: dict[str, Any]) -> str:
     if phase == "load":
         return data.get("label") or PHASES["load"]
     if phase == "eval":
-        return f"eval ({data.get('label', '')}){frac} tasks" + pace(data)
+        batch = (f", batch at {data['tokens']}/{data['max_tokens']} tok"
+                 if data.get("tokens") is not None and data.get("max_tokens") else "")
+        return f"eval ({data.get('label', '')}){frac} tasks" + batch + pace(data)
     if phase == "sft":
         loss = data.get("loss")
         return f"SFT{frac}" + (f" loss {loss:.3f}" if isinstance(loss, (int, float)) else "") + pace(data)
     if phase in ("rollout", "update"):
         steps = f"/{data['max_steps']}" if data.get("max_steps") else ""
         what = f"{phase}{frac} tok" if phase == "rollout" and frac else phase
+        if phase == "rollout" and data.get("refill"):  # dynamic sampling's extra rounds restart the count
+            what += f" (refill {data['refill']}/{data.get('refills', '?')})"
         eta = data.get("eta_s")
         return f"step {data.get('step', '?')}{steps} {what}" + (f", ETA {_minutes(eta)}" if eta else "")
     return phase

@@ -156,6 +156,7 @@ class Trainer:
         self.sampler = (SpreadSampler(self.rl_tasks, [task_row(t)["key"] for t in self.rl_tasks],
                                       cfg.num_generations_per_prompt) if cfg.prompt_sampler == "spread" else None)
         self.groups_seen: list[GroupSeen] = []
+        self._refill_round = 0  # the dynamic-sampling round a step's rollouts are in (0: the first draw)
         self.eval_skills: dict[str, float] = {}
         self.step = 0  # GRPO steps completed
         self.sft_done = cfg.sft_steps == 0
@@ -299,6 +300,7 @@ class Trainer:
         lr = self._step_lr = self.lr
         self._step_temperature = sampling.temperature
         groups: list[list[Scored]] = []
+        self._refill_round = 0
         tasks = self._step_tasks(step)
         if not self._roll_out(step, tasks, sampling, groups):
             return None
@@ -384,12 +386,16 @@ class Trainer:
         g0 = len(groups) if seed_index is None else seed_index
         eta = self._eta_s(step)
 
+        rounds = {"refill": self._refill_round, "refills": self.cfg.dynamic_sampling_max_refills} \
+            if self._refill_round else {}
+
         def on_tokens(done: int) -> None:
             self.progress.report("rollout", done, sampling.max_new_tokens, step=step, max_steps=self.cfg.max_steps,
-                                 eta_s=eta)
+                                 eta_s=eta, **rounds)
             point()
 
-        self.progress.report("rollout", 0, sampling.max_new_tokens, step=step, max_steps=self.cfg.max_steps, eta_s=eta)
+        self.progress.report("rollout", 0, sampling.max_new_tokens, step=step, max_steps=self.cfg.max_steps, eta_s=eta,
+                             **rounds)
         try:
             with self._inside("rollout") as point:
                 per_task = run_rollouts(
@@ -461,6 +467,7 @@ class Trainer:
                 more = self.sampler.draw(rng, missing, weights,
                                          exclude={i for i, t in enumerate(self.rl_tasks) if id(t) in used})
             used.update(id(t) for t in more)
+            self._refill_round = rnd
             if not self._roll_out(step, more, sampling, groups):
                 return False
         return True
@@ -598,14 +605,26 @@ class Trainer:
                         progress: Callable[[int, int], None] | None = None) -> EvalResult:
         """`tasks` from index `first` of the eval's list (with ranks, each evaluates a share): the seed of
         each batch of tasks derives from where it starts in the whole list."""
-        if progress is None:
-            progress = lambda done, total: self.progress.report("eval", done, total, label=label, step=self.step)  # noqa: E731
+        done_tasks = [0]
+        within = progress is None  # one process: the batch's decoding shows too (ranks report their share)
+
+        def report(done: int, total: int, **tokens: int) -> None:
+            done_tasks[0] = done
+            self.progress.report("eval", done, total, label=label, step=self.step, **tokens)
+
+        on_progress = report if progress is None else progress
         with self._inside("eval") as point:
+
+            def on_tokens(k: int) -> None:
+                if within:  # tasks are counted when their batch ends; the tokens say how far the batch is
+                    report(done_tasks[0], len(tasks), tokens=k, max_tokens=self.cfg.max_completion_length)
+                point()
+
             return evaluate(
                 self.engine, self.policy.tokenizer, self.env, tasks,
                 max_new_tokens=self.cfg.max_completion_length, samples=samples, temperature=self.temperature,
                 top_p=self.cfg.top_p, stop_token_ids=self.policy.eos_token_ids, seed=self.cfg.seed + 17 + first,
-                on_tokens=lambda done: point(), on_progress=progress,
+                on_tokens=on_tokens, on_progress=on_progress,
             )
 
     def save_checkpoint(self, kind: str) -> int:
