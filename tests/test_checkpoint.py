@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import resource
+import signal
 from pathlib import Path
 
+import pytest
 import torch
 
+import store
 from workbench import checkpoint as ckpt
 
 
@@ -42,12 +47,63 @@ def test_a_torn_file_is_named_and_nothing_is_loaded(tmp_path, tiny_policy):
 
 
 def test_missing_manifest_or_folder_is_reported(tmp_path, tiny_policy):
-    path, _ = _save(tmp_path, tiny_policy)
+    path, opt = _save(tmp_path, tiny_policy)
     (path / ckpt.MANIFEST).unlink()
-    assert ckpt.verify(path) is None  # written before manifests existed: loads unchecked
-    (path / "trainer_state.pt").unlink()
+    # nothing vouches for the files: refused like a torn one (the resume then takes the one before), never
+    # loaded blindly, even when every file is there
     assert "manifest.json: missing" in ckpt.verify(path)
+    try:
+        ckpt.load(path, policy=tiny_policy, optimizer=opt, scheduler=None)
+    except ckpt.CheckpointError as exc:
+        assert "manifest.json: missing" in str(exc)
+    else:
+        raise AssertionError("a checkpoint without a manifest loaded")
     assert "no such checkpoint folder" in ckpt.verify(tmp_path / "nope")
+
+
+def test_a_manifest_that_leaves_a_file_out_vouches_for_nothing(tmp_path, tiny_policy):
+    path, _ = _save(tmp_path, tiny_policy)
+    manifest = json.loads((path / ckpt.MANIFEST).read_text())
+    del manifest["trainer_state.pt"]
+    (path / ckpt.MANIFEST).write_text(json.dumps(manifest))
+    assert "does not list trainer_state.pt" in ckpt.verify(path)
+    (path / ckpt.MANIFEST).write_text("[]")
+    assert "not a Workbench manifest" in ckpt.verify(path)
+
+
+@contextlib.contextmanager
+def _file_size_limit(limit: int):
+    """Writes past `limit` bytes a file fail with EFBIG (what a full disk does to a write), in this process only:
+    the soft RLIMIT_FSIZE is lowered and put back (SIGXFSZ ignored meanwhile, else it would end the process)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    old = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, old)
+
+
+@pytest.mark.parametrize("where", ["adapter", "trainer_state"])
+def test_a_full_disk_mid_checkpoint_is_a_clear_error_and_leaves_no_tmp(tmp_path, tiny_policy, monkeypatch, where):
+    path = tmp_path / "step-00003-periodic"
+    limits = contextlib.ExitStack()
+    if where == "adapter":
+        limits.enter_context(_file_size_limit(1024))
+    else:  # the disk fills after the adapter is written: torch.save's zip writer fails ("unexpected pos")
+        save_adapter = tiny_policy.save_adapter
+
+        def then_full(folder):
+            save_adapter(folder)
+            limits.enter_context(_file_size_limit(1024))
+
+        monkeypatch.setattr(tiny_policy, "save_adapter", then_full)
+    with limits, pytest.raises(store.DiskFullError) as ei:
+        _save(tmp_path, tiny_policy)
+    assert str(ei.value).startswith(f"{path}.tmp: the checkpoint could not be written")
+    assert "the disk is full or failing" in str(ei.value) and "free space, then resume" in str(ei.value)
+    assert list(tmp_path.iterdir()) == []  # no .tmp folder left, nothing half in place
 
 
 def test_rewriting_a_checkpoint_keeps_the_old_one_until_the_new_one_is_in_place(tmp_path, tiny_policy, monkeypatch):

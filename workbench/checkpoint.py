@@ -8,6 +8,7 @@ names the file, never a silently wrong resume (the trainer then falls back to th
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -18,6 +19,7 @@ from typing import Any
 
 import torch
 
+from store import DiskFullError
 from workbench.errors import StoredDataError
 
 MANIFEST = "manifest.json"
@@ -47,9 +49,36 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+def _is_disk_full(exc: BaseException) -> bool:
+    """A write the disk refused: ENOSPC, EFBIG (past RLIMIT_FSIZE), EDQUOT, EIO, or torch's zip writer saying
+    the same in its own words ("unexpected pos" when a short write left the stream behind its count)."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO):
+        return True
+    text = str(exc)
+    return any(s in text for s in ("unexpected pos", "failed writing", "No space left", "File too large",
+                                   "Disk quota exceeded"))
+
+
 def save(path: Path, *, policy: Any, optimizer: torch.optim.Optimizer, scheduler: Any, state: dict[str, Any]) -> Path:
-    """Write to a temp folder, then rename: a kill mid-save never leaves a half checkpoint behind."""
+    """Write to a temp folder, then rename: a kill mid-save never leaves a half checkpoint behind. A write
+    that fails (a full disk) removes the temp folder, so the space it took is free again for the run's
+    "crashed" status, and is raised as store.DiskFullError naming the folder."""
     tmp = path.with_name(path.name + ".tmp")
+    try:
+        _write(tmp, policy=policy, optimizer=optimizer, scheduler=scheduler, state=state)
+    except BaseException as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, Exception) and _is_disk_full(exc):
+            raise DiskFullError(
+                f"{tmp}: the checkpoint could not be written ({type(exc).__name__}: {str(exc)[:200]}: the disk is "
+                "full or failing); the partial copy was removed and the previous checkpoints are untouched; "
+                "free space, then resume the run"
+            ) from exc
+        raise
+    return _put_in_place(tmp, path)
+
+
+def _write(tmp: Path, *, policy: Any, optimizer: torch.optim.Optimizer, scheduler: Any, state: dict[str, Any]) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     policy.save_adapter(tmp / "adapter")
@@ -69,6 +98,9 @@ def save(path: Path, *, policy: Any, optimizer: torch.optim.Optimizer, scheduler
     manifest = {str(f.relative_to(tmp)): {"size": f.stat().st_size, "sha256": _sha256(f)} for f in files}
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
     _fsync(tmp / MANIFEST)
+
+
+def _put_in_place(tmp: Path, path: Path) -> Path:
     if path.exists():  # rewritten (a redone step): the old one stays whole until the new one is in place
         old = path.with_name(path.name + ".old")
         shutil.rmtree(old, ignore_errors=True)
@@ -87,13 +119,23 @@ def verify(path: Path) -> str | None:
         return f"{path}: no such checkpoint folder"
     manifest_path = path / MANIFEST
     if not manifest_path.exists():
-        if (path / "trainer_state.pt").is_file() and (path / "adapter").is_dir():
-            return None  # written before manifests existed: nothing to check it against
-        return f"{manifest_path}: missing (the checkpoint was not completely written)"
+        # `save` writes the manifest before the rename, so a checkpoint in place without one was written by an
+        # older Workbench or by something else, or lost it since: nothing vouches for its bytes (a torn adapter
+        # would crash the resume, flipped weights would be trained on), so it is refused, never loaded blindly.
+        return (f"{manifest_path}: missing, so nothing vouches for the files beside it (the checkpoint was not "
+                "completely written, or comes from before manifests); not loaded")
     try:
         manifest = json.loads(manifest_path.read_text())
     except ValueError as exc:
         return f"{manifest_path}: unreadable ({exc})"
+    if not isinstance(manifest, dict) or not all(
+            isinstance(w, dict) and isinstance(w.get("size"), int) and isinstance(w.get("sha256"), str)
+            for w in manifest.values()):
+        return f"{manifest_path}: not a Workbench manifest (each file's size and sha256)"
+    # Every file the load reads must be vouched for: a manifest that leaves one out vouches for nothing there.
+    unlisted = [str(f.relative_to(path)) for f in _files(path) if str(f.relative_to(path)) not in manifest]
+    if unlisted or "trainer_state.pt" not in manifest:
+        return f"{manifest_path}: does not list {', '.join(unlisted) or 'trainer_state.pt'}; not loaded"
     for name, want in manifest.items():
         f = path / name
         if not f.is_file():
