@@ -149,14 +149,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     return print_report(args.db, args.run, mode=args.mode, as_json=args.json, n_events=args.events)
 
 
-# `workbench init`'s config: its own run, small enough to go end to end in minutes on a 2-core CPU (the
-# measured time is in the README), with the demo's recipe shape (SFT warm-up, then GRPO) at a fraction of its
-# steps and eval tasks. The demo's config is the reference run, not a starting point: it says why each of its
-# values was chosen, which a new project has not done yet.
+# `workbench init`'s config: its own run with the demo's recipe shape (SFT warm-up, then GRPO) at a fraction
+# of its work (a quarter of the SFT steps, 4 GRPO steps of 2 prompts without refill rounds, 50 eval requests
+# instead of 230), so a first run ends soon. The demo's config is the reference run, not a starting point: it
+# says why each of its values was chosen, which a new project has not done yet.
 STARTER_CONFIG = """\
-# {name}: a starter run of SmolLM2-135M (LoRA) on the calendar tool calls in tasks.jsonl, sized to finish in
-# minutes on a 2-core CPU: a baseline eval, a short SFT warm-up that teaches the reply format, a few GRPO steps,
-# an eval after each stage. Every key and its default: workbench/config.py (README "Config"). `train --check`
+# {name}: a small starter run of SmolLM2-135M (LoRA) on the calendar tool calls in tasks.jsonl: a baseline eval,
+# a short SFT warm-up that teaches the reply format, a few GRPO steps, an eval after each stage; grow the step
+# counts once it works. Every key and its default: workbench/config.py (README "Config"). `train --check`
 # validates this file, the tasks and the verifier without training; `train --max-steps N` overrides max_steps.
 name: {name}
 model: smollm2-135m            # the embedded default, or a local HF folder
