@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+import sqlite3
 from typing import Any
 
 import sqlite_utils
 
-from store.db import StoreError, dumps, now, write_txn
+from store.db import DiskFullError, StoreError, dumps, now, write_txn
 from store.rows import decode, one
 
 # Status values the worker writes; the UI shows them as they are.
@@ -148,11 +149,33 @@ def release_lock(db: sqlite_utils.Database, run_id: int, token: str) -> None:
     db.execute("UPDATE runs SET lock_token = NULL, heartbeat = NULL WHERE id = ? AND lock_token = ?", [run_id, token])
 
 
+def record_crash(db: sqlite_utils.Database, run_id: int, reason: str) -> None:
+    """The status write of last resort, when `set_status("crashed", ...)` failed on a full disk (else `workbench
+    ls` would go on saying "running"): free what can be freed, then change the run row in place. A checkpoint
+    of the WAL copies its frames into pages the database already has and lets the next write start the WAL
+    over from its beginning (space already allocated); TRUNCATE also hands the WAL's space back. The row then
+    changes without an event row or the traceback, so no new page is needed. DiskFullError when even that
+    fails (the caller reports the crash where it can: its log)."""
+    for mode in ("PASSIVE", "TRUNCATE"):  # PASSIVE never waits for readers; TRUNCATE may (busy_timeout)
+        try:
+            db.execute(f"PRAGMA wal_checkpoint({mode})")
+            with write_txn(db):
+                db.execute("UPDATE runs SET status = 'crashed', status_reason = ?, updated = ? WHERE id = ?",
+                           [reason[:500], now(), run_id])
+            return
+        except (sqlite3.Error, DiskFullError):
+            if mode == "TRUNCATE":
+                raise
+
+
 def add_event(db: sqlite_utils.Database, run_id: int | None, kind: str, message: str, data: Any = None) -> int:
-    cur = db.execute(
-        "INSERT INTO events (run_id, kind, message, data, created) VALUES (?, ?, ?, ?, ?)",
-        [run_id, kind, message, dumps(data), now()],
-    )
+    # In a write transaction (joined when the caller holds one): a full disk is then DiskFullError with its
+    # message, never a raw sqlite3.OperationalError from a progress report.
+    with write_txn(db):
+        cur = db.execute(
+            "INSERT INTO events (run_id, kind, message, data, created) VALUES (?, ?, ?, ?, ?)",
+            [run_id, kind, message, dumps(data), now()],
+        )
     return int(cur.lastrowid)
 
 

@@ -3,8 +3,12 @@ heartbeat, statuses, one crash classification, the pause loop."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 import threading
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -100,6 +104,48 @@ def test_crashed_status_names_oom_for_both_drivers(run, tmp_path):
     r = store.runs.get_run(db, run_id)
     assert r["status"] == "crashed" and r["status_reason"].startswith("out of memory: CUDA")
     assert r["lock_token"] is None and cb.status == "crashed"
+
+
+FULL_DISK_RUN = textwrap.dedent(
+    """
+    import os, resource, signal, sys
+    sys.path.insert(0, {root!r})
+    import store
+    from workbench.progress import Progress
+    from workbench.run.session import RunSession
+    path, run_id = sys.argv[1], int(sys.argv[2])
+    db = store.open_db(path)
+    session = RunSession(db, path, run_id).start()
+    session.set_status("running", "started")
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the limit a write fails with EFBIG, not a signal
+    resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(path) + 64 * 1024, resource.RLIM_INFINITY))
+    progress = Progress(db, run_id, lambda m: None, every_s=0)
+    try:
+        for i in range(100_000):  # progress events: written outside any other transaction, as the trainer's are
+            progress.report("sft", i, 100_000, loss=0.5, note="x" * 500)
+    except Exception as exc:
+        print(type(exc).__name__ + ":", exc)
+        session.crashed(exc)
+    finally:
+        session.release()
+    """
+)
+
+
+def test_a_full_disk_is_one_clear_error_and_the_status_still_says_crashed(run):
+    """A progress write on a full disk used to raise a raw sqlite3.OperationalError, and the "crashed" status
+    write failed too, so `workbench ls` went on saying "running"."""
+    path, db, run_id = run
+    out = subprocess.run([sys.executable, "-c", FULL_DISK_RUN.format(root=str(Path(__file__).resolve().parents[1])),
+                          path, str(run_id)], capture_output=True, text=True, timeout=120)
+    assert out.stdout.startswith("DiskFullError: " + path), out.stdout + out.stderr
+    assert "the disk is full or failing" in out.stdout
+    r = store.runs.get_run(db, run_id)
+    assert r["status"] == "crashed", r["status_reason"]
+    assert r["status_reason"].startswith(f"DiskFullError: {path}: the write failed")
+    assert store.integrity_ok(db)
+    assert store.runs.latest_event(db, run_id, "progress") is not None  # what was committed before is kept
 
 
 def _hold_in_thread(path: str, run_id: int, seen: list[str], beats: list[str]) -> threading.Thread:

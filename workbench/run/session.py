@@ -89,10 +89,16 @@ class RunSession:
         store.runs.set_status(self.db, self.run_id, status, reason, error=error)
 
     def crashed(self, exc: BaseException) -> None:
-        """Mark the run crashed with the reason and the traceback (call inside the `except`). A failing write
-        (a full disk) is swallowed: it must not mask the error that ended the run."""
-        with contextlib.suppress(sqlite3.Error, store.StoreError):
+        """Mark the run crashed with the reason and the traceback (call inside the `except`). When that write
+        fails (a full disk), the row alone is changed in place after freeing what can be freed
+        (`store.runs.record_crash`), so the status still says crashed and why; a write that fails even then is
+        swallowed: it must not mask the error that ended the run (the driver's log still has it)."""
+        try:
             self.set_status("crashed", crash_reason(exc), error=traceback.format_exc())
+        except (sqlite3.Error, store.StoreError):
+            with contextlib.suppress(sqlite3.Error, store.StoreError):
+                store.runs.record_crash(self.db, self.run_id, crash_reason(exc))
+                self.status = "crashed"
 
     def release(self) -> None:
         """Stop the heartbeat and free the lock (a failed write leaves it to go stale, or to the pid check)."""
