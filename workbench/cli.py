@@ -285,6 +285,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import store
     from workbench.config import load_config
     from workbench.launch import start_worker
+    from workbench.run.inputs import new_run
     from workbench.view import Run, RunState, allowed, worker_state
 
     db = store.open_db(args.db)
@@ -294,7 +295,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         run_id = demo[0].id
     else:
         cfg = load_config(_demo_config_path())
-        run_id = store.runs.create_run(db, name=cfg.name, model=cfg.model, config=cfg.to_dict())
+        run_id = new_run(db, cfg)
     if worker_state(Run.from_row(store.runs.get_run(db, run_id)), time.time()) != "alive":
         start_worker(args.db, run_id)
     db.close()

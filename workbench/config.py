@@ -464,6 +464,17 @@ _REPR = reprlib.Repr()
 _REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother = 2, 4, 4, 60, 60
 
 
+def key_line(path: str | None, key: str) -> str:
+    """`path:line` of a top-level key of the config file (just `path`, or `<config>`, when it cannot be read)."""
+    if not path:
+        return "<config>"
+    try:
+        line = _key_lines(Path(path).read_text(encoding="utf-8")).get(key)
+    except Exception:  # already loaded once; an unreadable file now only loses the line number
+        line = None
+    return f"{path}:{line}" if line else path
+
+
 def _key_lines(text: str) -> dict[str, int]:
     """Line number (1-based) of every key, by dotted path, so errors can point at the line."""
     lines: dict[str, int] = {}

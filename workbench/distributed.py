@@ -60,6 +60,7 @@ from workbench import checkpoint as ckpt
 from workbench.devices import resolve_device
 from workbench.errors import RunLostError
 from workbench.eval import EvalResult, summarize
+from workbench.run.inputs import new_run
 from workbench.safe_points import Throttle
 from workbench.trainer import Hooks, Trainer, run_dir_for
 from workbench.types import Task
@@ -410,7 +411,7 @@ def run_follower(db_path: str, run_id: int, ranks: Ranks, *, log: Callable[[str]
         row = store.runs.get_run(real, run_id)
     cfg = config_from_dict(row["config"], f"run {run_id} config")
     scratch = store.open_db(":memory:")  # what the trainer writes as it goes, never read by anyone
-    own = store.runs.create_run(scratch, name=cfg.name, model=cfg.model, config=cfg.to_dict())
+    own = new_run(scratch, cfg)
     hooks = RankHooks(None, ranks, log)
     trainer = RankTrainer(cfg, scratch, own, ranks=ranks, hooks=hooks, log=log,
                           run_dir=run_dir_for(cfg, run_id, row["created"]))
@@ -439,7 +440,7 @@ def train_rank(args: Any, ranks: Ranks) -> int:
     try:
         if ranks.is_main and run_id is None:
             db = store.open_db(args.db)
-            run_id = store.runs.create_run(db, name=cfg.name, model=cfg.model, config=cfg.to_dict())
+            run_id = new_run(db, cfg)
             db.close()
         run_id = broadcast_object(run_id, "the run id")
         log = (lambda m: print(m, flush=True)) if ranks.is_main else (lambda m: print(f"[rank {ranks.rank}] {m}", flush=True))

@@ -21,16 +21,9 @@ class SourcesOk:
 
 
 def _key_line(path: str | None, key: str) -> str:
-    """`path:line` of a top-level key of the config file (just `path`, or `<config>`, when it cannot be read)."""
-    if not path:
-        return "<config>"
-    from workbench.config import _key_lines
+    from workbench.config import key_line
 
-    try:
-        line = _key_lines(Path(path).read_text(encoding="utf-8")).get(key)
-    except Exception:  # already loaded once; an unreadable file now only loses the line number
-        line = None
-    return f"{path}:{line}" if line else path
+    return key_line(path, key)
 
 
 def check_model(cfg: Any, path: str | None = None) -> None:
@@ -51,24 +44,14 @@ def check_sources(cfg: Any, path: str | None = None) -> SourcesOk:
     """Load the config's tasks, validation/test splits and verifier once, start its MCP servers once and check
     the model path and the metric logger, so bad files are reported before a run exists (MCP errors name the
     line of `path`, the config file)."""
-    from workbench import splits
     from workbench.config import ConfigError
     from workbench.mcp_check import check_mcp_servers
     from workbench.metric_log import MetricLogUnavailable, check_log_to
-    from workbench.tasks import load_task_source
+    from workbench.run.inputs import prepare
     from workbench.verifiers import VerifierCompileError, VerifierError, get_verifier
 
     check_model(cfg, path)
-    train = load_task_source(cfg.tasks, "train")
-    try:  # grpo_skills or sft_skill_weights that no task of its stage exercises: a config error, before a run
-        splits.stage_tasks(train, cfg.grpo_holdout, cfg.grpo_skills, cfg.sft_skill_weights)
-    except ValueError as e:
-        raise ConfigError(f"{path or '<config>'}: {e}") from None
-    held_out = load_task_source(cfg.held_out_eval, "held_out")
-    try:  # the trainer splits validation and test the same way; a clash would crash the run after it exists
-        validation, test, warnings = splits.resolve(cfg.held_out_eval, cfg.test_tasks, held_out)
-    except ValueError as e:
-        raise ConfigError(f"{_key_line(path, 'test_tasks')}: {e}") from None
+    inputs = prepare(cfg, path)  # what the trainer will read, read the same way: a clash fails here, not there
     try:
         get_verifier(cfg.reward)
     except VerifierCompileError as e:  # its own message says only "line N": name the file, and the config's line
@@ -81,7 +64,8 @@ def check_sources(cfg: Any, path: str | None = None) -> SourcesOk:
     except MetricLogUnavailable as e:
         raise ConfigError(f"{path or '<config>'}: {e}") from None
     check_mcp_servers(cfg, path)
-    return SourcesOk(len(train), len(validation), len(test), str(cfg.reward), warnings)
+    return SourcesOk(len(inputs.train), len(inputs.validation), len(inputs.test), str(cfg.reward),
+                     inputs.warnings)
 
 
 def load_checked(config: str, *, max_steps: int | None = None) -> tuple[Any, SourcesOk]:
@@ -112,7 +96,9 @@ def run_for_args(db_path: str, resume: int | None, config: str | None, *, max_st
     if not config:
         print("error: give a CONFIG file, or --resume RUN", file=sys.stderr)
         return None
+    from workbench.run.inputs import new_run
+
     cfg, _ = load_checked(config, max_steps=max_steps)
     with contextlib.closing(store.open_db(db_path)) as db:
-        return store.runs.create_run(db, name=cfg.name, model=cfg.model, config=cfg.to_dict())
+        return new_run(db, cfg)
 

@@ -25,7 +25,7 @@ import torch
 
 import store
 from workbench import checkpoint as ckpt
-from workbench import grpo, metric_log, splits
+from workbench import grpo, metric_log
 from workbench.config import Config
 from workbench.envs import bind_tokenizer, env_for_config
 from workbench.eval import EvalResult, evaluate
@@ -33,11 +33,11 @@ from workbench.models import Policy, load_policy
 from workbench.progress import Progress, eval_label
 from workbench.prompt_sampler import GroupSeen, SpreadSampler, skill_success_from_eval
 from workbench.rollout.runner import Rollout, Sampling, run_rollouts
+from workbench.run.inputs import new_run, prepare
 from workbench.run.recorder import EvalPart, Recorder, Scored, expected_parts, missing_parts, task_row
 from workbench.safe_points import Interrupted, layer_safe_points
 from workbench.sft import run_sft
 from workbench.sft_native import env_sft_examples, native_sft_rows
-from workbench.tasks import load_task_source
 from workbench.types import Score, Task
 from workbench.update import policy_update, update_items
 from workbench.verifiers import Verifier, get_verifier, load_verifier_code
@@ -101,23 +101,17 @@ class Trainer:
         self.log = log
         self.env = env_for_config(cfg)
         self.harness = self.env.harness
-        self.train_tasks = load_task_source(cfg.tasks, "train")
+        inputs = prepare(cfg)  # what preflight checked, read the same way (workbench/run/inputs.py)
+        self.train_tasks = inputs.train
         # GRPO samples from rl_tasks, the warm-up imitates sft_tasks: all of train unless grpo_holdout splits it
         # (and grpo_skills narrows GRPO's side; sft_skill_weights repeats some of SFT's)
-        self.sft_tasks, self.rl_tasks = splits.stage_tasks(self.train_tasks, cfg.grpo_holdout, cfg.grpo_skills,
-                                                           cfg.sft_skill_weights)
+        self.sft_tasks, self.rl_tasks = inputs.sft, inputs.rl
         if cfg.grpo_skills:
             self.log(f"GRPO samples {len(self.rl_tasks)} of {len(self.train_tasks)} train tasks (grpo_skills: "
                      f"{', '.join(cfg.grpo_skills)})")
-        self.eval_tasks = load_task_source(cfg.held_out_eval, "held_out")
-        self.eval_tasks, self.test_tasks, split_warnings = splits.resolve(cfg.held_out_eval, cfg.test_tasks,
-                                                                          self.eval_tasks)
-        if cfg.eval_max_tasks is not None:  # a cost cap on each split (the first N: deterministic)
-            self.eval_tasks = self.eval_tasks[: cfg.eval_max_tasks]
-            self.test_tasks = self.test_tasks[: cfg.eval_max_tasks]
+        self.eval_tasks, self.test_tasks, split_warnings = inputs.validation, inputs.test, inputs.warnings
         if run_id is None:
-            run_id = store.runs.create_run(db, name=cfg.name, model=cfg.model, config=cfg.to_dict(),
-                                           harness=self.harness.to_dict())
+            run_id = new_run(db, cfg)
         self.run_id = run_id
         self.progress = Progress(db, run_id, log)
         self.task_ids = store.tasks.add_tasks(
