@@ -37,10 +37,12 @@ from workbench.view import (
     PayloadError,
     Run,
     RunState,
+    Sample,
     View,
     allowed,
     command_spec,
     key_action,
+    payload_dict,
     start_worker,
 )
 
@@ -227,7 +229,8 @@ class WorkbenchApp(App[None]):
                 "set_lr": lambda: self._ask_number("set_lr", "New learning rate", config.get("learning_rate")),
                 "set_temperature": lambda: self._ask_number("set_temperature", "New sampling temperature",
                                                             config.get("temperature")),
-                "sample": None if task_id is None else lambda: self.send_command("sample", {"task_id": task_id, "n": 8}),
+                "sample": None if task_id is None else
+                lambda: self.send_command("sample", payload_dict(Sample(task_id=task_id, n=8))),
             }
             now = {"set_lr": f"now {config.get('learning_rate', '?')}",
                    "set_temperature": f"now {config.get('temperature', '?')}"}

@@ -182,7 +182,7 @@ async def test_the_learning_rate_prompt_shows_the_range_and_sends_nothing_bad(fa
 
     app = WorkbenchApp(fake.db_path, poll_s=0.1)
     async with app.run_test(size=SIZE) as pilot:
-        await open_dashboard(pilot)
+        dash = await open_dashboard(pilot)
         (ask,) = [cb for title, _, cb in app.palette_commands() if title == "Set learning rate…"]
         ask()
         await wait_until(pilot, lambda: isinstance(app.screen, PromptScreen), what="the prompt")
@@ -196,3 +196,8 @@ async def test_the_learning_rate_prompt_shows_the_range_and_sends_nothing_bad(fa
         await pilot.press("enter")
         await wait_until(pilot, lambda: [c["kind"] for c in pending_commands(fake)] == ["set_lr"], what="sent")
         assert pending_commands(fake)[0]["payload"] == {"lr": 1e-4}
+        dash.task_filter = task_id = next(iter(fake.task_ids.values()))  # a task selected: the palette offers a probe of it
+        (sample,) = [cb for title, _, cb in app.palette_commands() if title == f"Sample 8 completions of task {task_id}"]
+        sample()
+        await wait_until(pilot, lambda: len(pending_commands(fake)) == 2, what="the sample command")
+        assert pending_commands(fake)[1]["payload"] == {"task_id": task_id, "n": 8}  # the typed Sample's fields

@@ -9,7 +9,16 @@ contract and tests/test_view.py hold it to that), so a UI process never loads a 
 from store import StoreError
 from store.trajectories import TrajectoryFilter
 from workbench.launch import start_worker
-from workbench.run.commands import COMMANDS, CommandSpec, PayloadError, check_command, command_spec
+from workbench.run.commands import (
+    COMMANDS,
+    CommandSpec,
+    PayloadError,
+    Sample,
+    SetVerifier,
+    check_command,
+    command_spec,
+    payload_dict,
+)
 from workbench.types import ToolCall
 from workbench.verifiers import builtin_verifier_code
 from workbench.view.evaluations import (
@@ -76,7 +85,8 @@ from workbench.view.store_view import ORDERS, DryRunOutcome, Page, View, effecti
 from workbench.view.turns import turns
 
 __all__ = [
-    "COMMANDS", "CommandSpec", "PayloadError", "check_command", "command_spec",  # the command table (workbench.run)
+    "COMMANDS", "CommandSpec", "PayloadError", "Sample", "SetVerifier", "check_command", "command_spec",
+    "payload_dict",  # the command table (workbench.run)
     "ACTIONS", "ERROR_BUDGET_PAUSE", "FULL_REWARD", "LIVE_STATUSES", "ORDERS", "PAUSED_STATUSES", "PART_NAMES", "SORTS", "STALE_AFTER_S", "STATUSES", "Action",
     "Checkpoint", "Command", "DryRunOutcome", "DryRunRow", "Eval", "EvalRow", "Event", "FailureShares", "Flag", "Label",
     "Page", "Progress", "Run", "RunState", "Step", "StoreError", "Task", "TaskRow", "TaskStats", "ToolCall", "Trajectory", "TrajectoryFilter",
