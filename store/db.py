@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -90,8 +91,11 @@ def db_file(db: sqlite_utils.Database) -> str:
     return row[2] if row and row[2] else "<memory>"
 
 
-def open_db(path: str | Path, *, create: bool = True, readonly: bool = False) -> sqlite_utils.Database:
-    """Open (and create or migrate) the store at `path`; raise StoreError with a clear message otherwise."""
+def open_db(path: str | Path, *, create: bool = True, readonly: bool = False, check: bool = False
+            ) -> sqlite_utils.Database:
+    """Open (and create or migrate) the store at `path`; raise StoreError with a clear message otherwise.
+    `check`: run `PRAGMA quick_check` first (reads every page once) and refuse a damaged file, naming the pages
+    it reports, before anything reads rows from it or migrates it: what resume, report, export and ls pass."""
     path = Path(path)
     if not path.exists() and not create:
         raise StoreError(f"{path}: no such database (create one with `workbench train` or `workbench demo`)")
@@ -109,10 +113,35 @@ def open_db(path: str | Path, *, create: bool = True, readonly: bool = False) ->
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")  # safe in WAL: a crash loses no committed txn
         db.execute("PRAGMA cache_size = -65536")  # 64 MiB: index pages of a busy run stay in memory
+        if check:
+            _quick_check(db, path)
         _migrate(db, path, readonly=readonly)
+    except StoreError:
+        db.conn.close()
+        raise
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path}: not a usable SQLite database ({exc}); move it aside or pass another --db") from exc
     return db
+
+
+QUICK_CHECK_LINES = 10  # quick_check stops after this many problems; the message quotes the first 3
+
+
+def _quick_check(db: sqlite_utils.Database, path: Path) -> None:
+    """StoreError naming the damaged pages (from quick_check's own lines: "On tree page 54 cell 29: ..."), if any."""
+    fix = (f"nothing was read or changed. Restore it from a backup, or copy out what is readable: "
+           f"sqlite3 {path} .recover | sqlite3 recovered.db")
+    try:
+        rows = [row[0] for row in db.execute(f"PRAGMA quick_check({QUICK_CHECK_LINES})").fetchall()]
+    except sqlite3.DatabaseError as exc:  # a page so damaged that the check itself cannot walk past it
+        raise StoreError(f"{path}: the database is damaged (PRAGMA quick_check stopped: {exc}); {fix}") from exc
+    if rows == ["ok"]:
+        return
+    lines = [ln for row in rows for ln in str(row).splitlines() if ln.strip() and not ln.startswith("***")]
+    pages = sorted({int(n) for ln in lines for n in re.findall(r"page (\d+)", ln)})
+    named = f"page(s) {', '.join(map(str, pages))}: " if pages else ""
+    raise StoreError(f"{path}: the database is damaged ({named}PRAGMA quick_check: {'; '.join(lines[:3])}"
+                     f"{' ...' if len(lines) > 3 else ''}); {fix}")
 
 
 def schema_version(db: sqlite_utils.Database) -> int:

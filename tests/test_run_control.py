@@ -101,3 +101,16 @@ def test_eval_labels_say_what_is_evaluated():
     assert eval_label(is_baseline=True, sft_only=False, step=0) == "base"
     assert eval_label(is_baseline=False, sft_only=True, step=0) == "SFT-only"
     assert eval_label(is_baseline=False, sft_only=False, step=10) == "GRPO step 10"
+
+
+def test_ls_report_export_and_resume_refuse_a_damaged_database_naming_its_pages(tmp_path, capsys):
+    from tests.test_store import _damage_a_middle_page
+
+    path = tmp_path / "wb.db"
+    _damage_a_middle_page(path)
+    db = str(path)
+    for argv in (["ls", "--db", db], ["report", "--run", "1", "--db", db], ["export", "--run", "1", "--db", db],
+                 ["train", "--resume", "1", "--db", db]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert f"{path}: the database is damaged (page(s) " in err, (argv, err)

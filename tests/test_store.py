@@ -1,5 +1,6 @@
 import os
 import random
+import re
 import signal
 import sqlite3
 import subprocess
@@ -518,3 +519,32 @@ def test_a_full_disk_mid_batch_is_a_clear_error_and_keeps_everything_committed(t
     db = store.open_db(path)
     assert store.integrity_ok(db)
     assert trajectories.count_trajectories(db, 1) == 50  # the failed batch left nothing half-written
+
+
+def _damage_a_middle_page(path: Path) -> None:
+    """Overwrite part of a b-tree page in the middle of the file, as a bad disk sector would: the header and
+    the schema (page 1) stay readable, so an unchecked open still works and reads around the hole."""
+    db = store.open_db(path)
+    run_id = runs.create_run(db, name="r", model="m", config={})
+    for i in range(2000):
+        runs.add_event(db, run_id, "log", f"event {i} " + "x" * 100)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    pages = path.stat().st_size // 4096
+    with path.open("r+b") as f:
+        f.seek((pages // 2) * 4096 + 8)  # past the page header: the cell pointers are garbage now
+        f.write(b"\x13" * 64)
+
+
+def test_a_damaged_database_is_refused_with_its_pages_named_when_checked(tmp_path):
+    path = tmp_path / "wb.db"
+    _damage_a_middle_page(path)
+    assert runs.list_runs(store.open_db(path, create=False))  # unchecked, it still reads (what ls used to do)
+    with pytest.raises(store.StoreError) as ei:
+        store.open_db(path, create=False, check=True)
+    msg = str(ei.value)
+    assert msg.startswith(f"{path}: the database is damaged (page(s) ") and "quick_check" in msg
+    assert re.search(r"page\(s\) \d+", msg) and ".recover" in msg
+    good = tmp_path / "good.db"
+    store.open_db(good).close()
+    store.open_db(good, create=False, check=True).close()  # a whole file passes

@@ -116,7 +116,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     import store
     from workbench.export import ExportFilter, export_trajectories
 
-    db = store.open_db(args.db, create=False)
+    db = store.open_db(args.db, create=False, check=True)  # a damaged file is refused, naming its pages
     flt = ExportFilter(runs=args.run, split=args.split, min_reward=args.min_reward, labels=args.label or [],
                        include_superseded=args.include_superseded)
     ext = "jsonl" if args.format == "openai" else args.format

@@ -90,7 +90,8 @@ def run_for_args(db_path: str, resume: int | None, config: str | None, *, max_st
     import store
 
     if resume is not None:
-        with contextlib.closing(store.open_db(db_path, create=False)) as db:  # resuming needs the run's database
+        # resuming needs the run's database, whole: a damaged one is refused here, naming its pages
+        with contextlib.closing(store.open_db(db_path, create=False, check=True)) as db:
             store.runs.get_run(db, resume)
         return resume
     if not config:

@@ -118,7 +118,7 @@ def print_report(db: str, run_id: int, *, mode: str = "greedy", as_json: bool = 
     from rich.console import Console
     from rich.table import Table
 
-    with View.open(db) as view:
+    with View.open(db, check=True) as view:  # a damaged file is refused, naming its pages
         run = view.run(run_id)
         if as_json:
             print(json.dumps(eval_table(view, run_id, mode), indent=2))

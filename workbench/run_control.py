@@ -31,7 +31,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     from workbench.view.run_state import LIVE_STATUSES
 
     now = time.time()
-    with View.open(args.db) as view:
+    with View.open(args.db, check=True) as view:  # a damaged file is refused, naming its pages
         runs = view.runs()
         rows = []
         for run in runs:

@@ -225,7 +225,7 @@ def run_worker(db_path: str | Path, run_id: int, *, policy: Any = None, log: Any
     `ranks` (workbench.distributed.Ranks): this is rank 0 of a data-parallel run, the one that writes;
     `make_trainer(cfg, db, run_id, ranks, hooks, **kw)` builds its trainer (workbench.distributed.rank_trainer)."""
     db_path = str(db_path)
-    db = store.open_db(db_path)
+    db = store.open_db(db_path, check=True)  # a resume from the UI too: a damaged file is refused, pages named
     session = RunSession(db, db_path, run_id)
     try:
         session.start()

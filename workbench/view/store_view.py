@@ -65,9 +65,10 @@ class View:
         self.db = db
 
     @classmethod
-    def open(cls, path: str | Path) -> View:
-        """Never creates a database: a typo in --db is an error that names the file, not an empty project."""
-        return cls(store.open_db(path, create=False))
+    def open(cls, path: str | Path, *, check: bool = False) -> View:
+        """Never creates a database: a typo in --db is an error that names the file, not an empty project.
+        `check`: refuse a damaged file first (`store.open_db`'s quick_check), for the commands that read it whole."""
+        return cls(store.open_db(path, create=False, check=check))
 
     def close(self) -> None:
         self.db.conn.close()
