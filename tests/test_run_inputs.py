@@ -45,3 +45,12 @@ def test_workbench_train_makes_its_run_with_the_harness(tmp_path):
     run_id = run_for_args(str(tmp_path / "wb.db"), None, str(path))
     db = store.open_db(tmp_path / "wb.db")
     assert store.runs.get_run(db, run_id)["harness"]  # before, only a run the trainer made itself had it
+
+
+def test_an_sft_warm_up_with_nothing_to_imitate_is_refused_before_a_run(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("tasks: builtin:calendar_agent\nenv: multi_turn\nsft_steps: 5\n")
+    from workbench.config import load_config
+
+    with pytest.raises(ConfigError, match=r"c\.yaml:3: sft_steps"):
+        prepare(load_config(path), str(path))

@@ -31,6 +31,7 @@ from workbench.envs import bind_tokenizer, env_for_config
 from workbench.eval import EvalResult, evaluate
 from workbench.models import Policy, load_policy
 from workbench.progress import Progress, eval_label
+from workbench.prompt_fit import check_prompts_fit, model_context
 from workbench.prompt_sampler import GroupSeen, SpreadSampler, skill_success_from_eval
 from workbench.rollout.runner import Rollout, Sampling, run_rollouts
 from workbench.run.inputs import new_run, prepare
@@ -38,6 +39,7 @@ from workbench.run.recorder import EvalPart, Recorder, Scored, expected_parts, m
 from workbench.safe_points import Interrupted, layer_safe_points
 from workbench.sft import run_sft
 from workbench.sft_native import env_sft_examples, native_sft_rows
+from workbench.tasks import TaskFileError
 from workbench.types import Score, Task
 from workbench.update import policy_update, update_items
 from workbench.verifiers import Verifier, get_verifier, load_verifier_code
@@ -130,6 +132,18 @@ class Trainer:
         )
         if cfg.tool_format == "native":  # the call format is read from the model's own chat template
             bind_tokenizer(self.env, cfg, self.policy.tokenizer)  # in place: MCP servers start once
+        # Every prompt must leave the model room to answer; the first place with the tokenizer (workbench.prompt_fit)
+        try:
+            every = self.train_tasks + self.eval_tasks + self.test_tasks
+            fit = check_prompts_fit(self.env, self.policy.tokenizer, every, model_context(self.policy.model),
+                                    sources=[cfg.tasks, cfg.held_out_eval, cfg.test_tasks],
+                                    max_completion_length=cfg.max_completion_length)
+        except TaskFileError:
+            getattr(self.env, "close", lambda: None)()  # MCP servers started above are not left behind
+            raise
+        for w in fit:
+            self.log(f"warning: {w}")
+            store.runs.add_event(db, run_id, "warning", w)
         if cfg.adapter == "full" and cfg.beta > 0 and not self._kl_to_sft:
             # KL to the initial weights: copy them now, before an SFT warm-up, a step or a resume's checkpoint
             # changes them (a reference taken lazily later would be whatever the policy is then).
@@ -219,9 +233,12 @@ class Trainer:
 
     def run_sft_phase(self) -> None:
         distinct = len({id(t) for t in self.sft_tasks})  # sft_skill_weights repeats the same Task objects
-        held = len(self.train_tasks) - distinct
-        self.log(f"SFT warm-up: {self.cfg.sft_steps} steps" + (f" on {distinct} train tasks ({held} kept for "
-                                                                 "GRPO alone: grpo_holdout)" if held else ""))
+        multi = sum(1 for t in self.train_tasks if t.expected_state is not None)  # no gold path: GRPO's alone
+        held = len(self.train_tasks) - distinct - multi
+        why = [f"{held} kept for GRPO alone: grpo_holdout"] * bool(held) + \
+              [f"{multi} multi-step, learnt by GRPO from the final state"] * bool(multi)
+        self.log(f"SFT warm-up: {self.cfg.sft_steps} steps" + (f" on {distinct} train tasks ({'; '.join(why)})"
+                                                                 if why else ""))
         if self.cfg.sft_skill_weights:
             weights = ", ".join(f"{k} x{w}" for k, w in self.cfg.sft_skill_weights.items())
             self.log(f"SFT draws from {len(self.sft_tasks)} examples of {distinct} tasks (sft_skill_weights: {weights})")
