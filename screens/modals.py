@@ -11,7 +11,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
-from workbench.invocation import workbench_command
+from workbench.view import workbench_command
 
 
 class ConfirmScreen(ModalScreen[bool]):

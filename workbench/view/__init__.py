@@ -8,6 +8,7 @@ contract and tests/test_view.py hold it to that), so a UI process never loads a 
 
 from store import StoreError
 from store.trajectories import TrajectoryFilter
+from workbench.invocation import workbench_command
 from workbench.launch import start_worker
 from workbench.run.commands import (
     COMMANDS,
@@ -93,7 +94,7 @@ __all__ = [
     "Turn", "VerifierVersion", "View", "WorkerState", "allowed", "baseline", "baseline_value", "best_eval",
     "builtin_verifier_code", "effective_order", "eval_flags", "eval_points", "eval_rows", "failure_shares",
     "heartbeat_age", "key_action", "metric_points", "page_key", "part_series", "paused_by_errors", "sft_only", "should_promote",
-    "Promotion", "on_split", "promotion", "skill_rows",
+    "Promotion", "on_split", "promotion", "skill_rows", "workbench_command",
     "GroupKey", "RolloutGroup", "group_key", "group_rows",
     "start_worker", "started_again", "turns", "worker_state",
 ]
