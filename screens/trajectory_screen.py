@@ -1,5 +1,9 @@
 """Trajectories one at a time (n / p), their group side by side (g), filters, search, sort, labels.
 
+A multi-step episode (a task judged on the world's final state) reads as a story: each turn's call, the tool's
+result and the world's diff after it, then the final state against the expected one; its group lines the G
+episodes up turn by turn and marks the turn where they part (workbench.view.episode replays the stored calls).
+
 Pages come from workbench.view's keyset pages in a thread worker, so a text search over a
 million rows never stalls the UI; the row on screen is then read by primary key.
 """
@@ -22,8 +26,16 @@ from screens.filter_screen import FilterScreen
 from screens.format import task_label
 from screens.modals import PromptScreen
 from screens.traj_browser import ORDERS, Browser, FetchRequest, describe, fetch
-from screens.trajectory_view import head_text, member_text, side_text, turn_parts
+from screens.trajectory_view import (
+    aligned_member_text,
+    head_text,
+    member_text,
+    side_text,
+    story_parts,
+    turn_parts,
+)
 from workbench.view import Task, Trajectory, TrajectoryFilter, VerifierVersion, View
+from workbench.view.episode import Story, align, story_for
 
 if TYPE_CHECKING:
     from screens.host import Host
@@ -115,12 +127,19 @@ class TrajectoryScreen(Screen):
 
     # ---- display -------------------------------------------------------------------------------------
 
-    def _task_text(self, task_id: int | None) -> str:
+    def _task_record(self, task_id: int | None) -> Task | None:
         if task_id is None:
-            return "–"
+            return None
         if task_id not in self._task_cache and self.wb.view is not None:
             self._task_cache[task_id] = self.wb.view.task(task_id)
-        return task_label(self._task_cache.get(task_id), task_id, 24)
+        return self._task_cache.get(task_id)
+
+    def _task_text(self, task_id: int | None) -> str:
+        return "–" if task_id is None else task_label(self._task_record(task_id), task_id, 24)
+
+    def _story(self, row: Trajectory) -> Story | None:
+        """The episode replayed turn by turn when its task is multi-step (a few dict operations: no worker)."""
+        return story_for(row, self._task_record(row.task_id))
 
     def _verifier_text(self, verifier_id: int | None) -> str:
         if verifier_id is None:
@@ -159,16 +178,16 @@ class TrajectoryScreen(Screen):
         self.query_one("#traj-head", Static).update(
             head_text(row, task=self._task_text(row.task_id), verifier=self._verifier_text(row.verifier_id), label=verdict)
         )
-        self._show_turns(row)
+        self._show_turns(row, self._story(row))
         turns.scroll_home(animate=False)
         self.query_one("#side-body", Static).update(side_text(row, labels))
         if self.group_view:
             self._show_group(row)
 
-    def _show_turns(self, row: Trajectory | None) -> None:
+    def _show_turns(self, row: Trajectory | None, story: Story | None = None) -> None:
         """Update the turn widgets in place (mounting new ones only when a trajectory has more turns than
         any before): stepping with n / p then costs a repaint, not a remount."""
-        system, parts = turn_parts(row) if row is not None else (None, [])
+        system, parts = story_parts(story) if story is not None else turn_parts(row) if row is not None else (None, [])
         box = self.query_one("#system", Collapsible)
         box.display = system is not None
         if system is not None:
@@ -192,10 +211,20 @@ class TrajectoryScreen(Screen):
         group.remove_children()
         members = self.wb.view.group(row.id) if self.wb.view is not None else []
         group.border_title = f"group {row.group_idx} of step {row.step} · {len(members)} members"
+        stories = [self._story(m) for m in members]
+        if members and all(s is not None for s in stories):
+            # Multi-step: the members' turns on the same lines, the first turn where they part marked.
+            told = [s for s in stories if s is not None]
+            lined = align(told)
+            group.border_title += (f" · they part at turn {lined.diverge} (▶)" if lined.diverge is not None
+                                   else " · every member took the same turns")
+            bodies = [aligned_member_text(m, s, lined, k, current=m.id == row.id)
+                      for k, (m, s) in enumerate(zip(members, told, strict=True))]
+        else:
+            bodies = [member_text(m, current=m.id == row.id) for m in members]
         widgets = [
-            VerticalScroll(Static(member_text(m, current=m.id == row.id)),
-                           classes="member -current" if m.id == row.id else "member")
-            for m in members
+            VerticalScroll(Static(body), classes="member -current" if m.id == row.id else "member")
+            for m, body in zip(members, bodies, strict=True)
         ]
         # Share the screen when the group fits; below 22 columns a member is unreadable, so scroll instead.
         width = max(22, (self.size.width - 4) // max(1, len(widgets)) - 1)

@@ -1,6 +1,6 @@
 """`workbench report`: a run's evaluations on validation and test side by side, why the promoted checkpoint
-was promoted, and success per skill (tool and argument kind), so a user sees which skill fails and which
-one training moved. The rows and their rules are workbench.view.evaluations', as on the evaluations screen."""
+was promoted, and success per skill (tool and argument kind; multi-step kinds in their own table, single
+calls beside them), so a user sees which skill fails and which one training moved. The rows and their rules are workbench.view.evaluations', as on the evaluations screen."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.view import EvalRow, View, eval_rows, skill_rows
-from workbench.view.evaluations import skill_columns
+from workbench.view.evaluations import multi_step_rows, skill_columns
 
 SPLITS = ("validation", "test")
 
@@ -148,7 +148,15 @@ def print_report(db: str, run_id: int, *, mode: str = "greedy", as_json: bool = 
                 _paired_cell(r.vs_sft),
             )
         console.print(table)
-        header, lines = skill_rows(rows)
+        ms_header, ms_lines = multi_step_rows(rows)
+        if ms_lines:  # judged on the world's final state: single calls beside them, then one row per kind
+            table = Table(title=f"{split}: multi-step success per kind, single calls beside them")
+            for col in ms_header:
+                table.add_column(col, justify="left" if col == "multi-step" else "right")
+            for line in ms_lines:
+                table.add_row(*line)
+            console.print(table)
+        header, lines = skill_rows(rows, multi_step=not ms_lines)
         lines += wrapper_rows(rows)
         if lines:
             skills = Table(title=f"{split}: success per skill")
@@ -162,6 +170,9 @@ def print_report(db: str, run_id: int, *, mode: str = "greedy", as_json: bool = 
           " tasks expecting several calls in one turn; '-' where the split has none")
     print("vs base / vs SFT-only: paired success difference on the same tasks [95% bootstrap CI over tasks]"
           " T[95% CI over phrasing templates]")
+    if any(multi_step_rows(eval_rows(evals, checkpoints, mode, split=s))[1] for s in SPLITS):
+        print("multi-step: success is the final world state equal to the expected one with nothing unsafe; Δ: the"
+              " last column minus SFT-only (else base), paired on the kind's tasks [95% bootstrap CI]")
     if events:
         print(f"\nevents (the last {len(events)}):")
         for e in events:

@@ -7,9 +7,11 @@ beside them (`eval_rows(..., split="test")`) and never enter a decision."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from workbench.domains.calendar.agent_tasks import DATASET as AGENT_DATASET
+from workbench.domains.calendar.agent_tasks import KINDS as AGENT_KINDS
 from workbench.eval import PairedDifference, beats, paired_difference
 from workbench.skills import skill_label
 from workbench.view.records import Checkpoint, Eval, Step
@@ -159,10 +161,13 @@ def skill_columns(rows: list[EvalRow]) -> list[EvalRow]:
     return picked
 
 
-def skill_rows(rows: list[EvalRow]) -> tuple[list[str], list[list[str]]]:
-    """(header, lines) of success per skill for the chosen policies of one split."""
+def skill_rows(rows: list[EvalRow], *, multi_step: bool = True) -> tuple[list[str], list[list[str]]]:
+    """(header, lines) of success per skill for the chosen policies of one split; `multi_step=False` leaves
+    the multi-step skills to their own table (`multi_step_rows`)."""
     cols = skill_columns(rows)
-    skills = sorted({s for r in cols for s in r.eval.by_skill}, key=lambda s: (not s.startswith("tool:"), s))
+    skills = sorted({s for r in cols for s in r.eval.by_skill
+                     if multi_step or not (s == "multi_step" or s.startswith("agent:"))},
+                    key=lambda s: (not s.startswith("tool:"), s))
     header = ["skill", "n"] + [r.label + (" *" if r.promoted else "") for r in cols]
     lines = []
     for s in skills:
@@ -175,6 +180,67 @@ def skill_rows(rows: list[EvalRow]) -> tuple[list[str], list[list[str]]]:
             n = next((r.eval.metric(count) for r in cols if r.eval.metric(count) is not None), 0)
             cells = [f"{v:.2f}" if (v := r.eval.metric(rate)) is not None else "-" for r in cols]
             lines.append([label, str(int(n or 0)), *cells])
+    return header, lines
+
+
+def _agent_kind(task_id: str) -> str | None:
+    """A calendar_agent task's kind, read off its id (`calendar_agent:<split>:<kind>:<i>`), else None."""
+    parts = task_id.split(":")
+    return parts[2] if len(parts) == 4 and parts[0] == AGENT_DATASET and parts[2] in AGENT_KINDS else None
+
+
+def multi_step_rows(rows: list[EvalRow]) -> tuple[list[str], list[list[str]]]:
+    """(header, lines) of the multi-step skill table for the skill table's policies: single-call success beside
+    multi-step, then each calendar_agent kind (`agent:<kind>`), and the last column's paired difference to
+    SFT-only (to the baseline when there is none) on the same tasks. ([], []) when no policy was evaluated on a
+    multi-step task.
+
+    Single-call success is the rest of the split (all tasks less the multi-step ones, from `solved` and
+    by_skill's multi_step). The paired cells need each task's kind, read off its id: they are left "-" where
+    the split holds multi-step tasks of another family, whose ids say nothing."""
+    cols = skill_columns(rows)
+    if not any("multi_step" in r.eval.by_skill for r in cols):
+        return [], []
+    target = cols[-1] if cols else None
+    ref = next((r for r in cols if r.kind == "sft" and r is not target), None) or next(
+        (r for r in cols if r.kind == "base" and r is not target), None)
+    delta_head = f"Δ vs {'SFT-only' if ref is not None and ref.kind == 'sft' else 'base'} [95% CI]"
+    header = ["multi-step", "n"] + [r.label + (" *" if r.promoted else "") for r in cols] + [delta_head]
+
+    def subset(e: Eval, keep: Callable[[str], bool]) -> dict[str, float]:
+        return {t: v for t, v in (e.solved or {}).items() if keep(t)}
+
+    def paired(keep: Callable[[str], bool]) -> str:
+        if target is None or ref is None or not target.eval.solved or not ref.eval.solved:
+            return "-"
+        d = paired_difference(subset(target.eval, keep), subset(ref.eval, keep))
+        return "-" if d is None else f"{d.delta:+.2f} [{d.ci_low:+.2f}, {d.ci_high:+.2f}]"
+
+    def single(e: Eval) -> tuple[int, float] | None:
+        ms, solved = e.by_skill.get("multi_step"), e.solved
+        if not solved or not ms:
+            return None
+        n = len(solved) - int(ms["n"])
+        return None if n <= 0 else (n, (sum(solved.values()) - ms["success"] * ms["n"]) / n)
+
+    # Ids tell the kinds apart only when every multi-step task is the generated family's.
+    known = all(len(subset(r.eval, lambda t: _agent_kind(t) is not None)) == int(r.eval.by_skill["multi_step"]["n"])
+                for r in cols if r.eval.solved and "multi_step" in r.eval.by_skill)
+    lines = []
+    singles = [single(r.eval) for r in cols]
+    if any(singles):
+        n = next(s[0] for s in singles if s)
+        lines.append(["single call", str(n), *("-" if s is None else f"{s[1]:.2f}" for s in singles),
+                      paired(lambda t: _agent_kind(t) is None) if known else "-"])
+    for skill in ("multi_step", *(f"agent:{k}" for k in AGENT_KINDS)):
+        if not any(skill in r.eval.by_skill for r in cols):
+            continue
+        n = next(int(r.eval.by_skill[skill]["n"]) for r in cols if skill in r.eval.by_skill)
+        cells = [f"{r.eval.by_skill[skill]['success']:.2f}" if skill in r.eval.by_skill else "-" for r in cols]
+        kind = skill.removeprefix("agent:")
+        keep: Callable[[str], bool] = ((lambda t: _agent_kind(t) is not None) if skill == "multi_step"
+                                       else (lambda t, k=kind: _agent_kind(t) == k))  # type: ignore[misc]
+        lines.append([skill_label(skill), str(n), *cells, paired(keep) if known else "-"])
     return header, lines
 
 
