@@ -52,12 +52,11 @@ import store
 from workbench.envs import Harness, SingleTurnEnv
 from workbench.run.commands import SetLr, SetVerifier
 from workbench.run.loop import CommandLoop
+from workbench.run.recorder import Recorder
 from workbench.run.session import RunSession
-from workbench.trainer import task_row
 from workbench.types import Task
 from workbench.verifier_edit import applicable_version
 from workbench.verifiers import get_verifier, load_verifier_code
-from workbench.verifiers.metrics import classify
 
 REWARD_NAME = "workbench"
 # TRL's log names -> the names our trainer writes (the UI's curves read these); TRL's own names are kept too.
@@ -220,6 +219,7 @@ class WorkbenchCallback(TrainerCallback):
                 config=_workbench_config(args, model_name, self.name, self.verifier_name, self.harness),
                 harness=self.harness.to_dict())
         self.session = RunSession(self.db, self.db_path, self.run_id).start()  # fails a dead worker's claims too
+        self.recorder = Recorder(self.db, self.run_id, self._task_ids)
         self.loop = CommandLoop(self.db, self.run_id, "trl", {
             "pause": self._pause, "resume": self._resume, "stop": self._stop, "checkpoint": self._checkpoint,
             "set_verifier": self._set_verifier, "set_lr": self._set_lr,
@@ -338,12 +338,6 @@ class WorkbenchCallback(TrainerCallback):
         return wrapped
 
     # ----- writing a step -------------------------------------------------------------------------------
-    def _task_id(self, task: Task) -> int:
-        r = task_row(task)
-        if r["key"] not in self._task_ids:
-            self._task_ids.update(store.tasks.add_tasks(self.db, [r]))
-        return self._task_ids[r["key"]]
-
     def _flush(self, args: Any, state: Any) -> None:
         batches, self._batches = list(self._batches.values()), {}
         order = [REWARD_NAME, *self._tracked]
@@ -366,16 +360,13 @@ class WorkbenchCallback(TrainerCallback):
                 parts = dict(s.parts)
                 parts.update({n: b["values"][n][i] for n in names if n != REWARD_NAME and not math.isnan(b["values"][n][i])})
                 tokens = row["tokens"]
-                out_rows.append({
-                    "run_id": self.run_id, "step": b["step"], "split": "train", "task_id": self._task_id(task),
-                    "group_idx": i // g, "sample_idx": i % g, "messages": out.messages, "completion": out.text,
-                    "tool_calls": [dict(c.to_dict(), id=c.id or f"call_{k}") for k, c in enumerate(out.tool_calls)],
-                    "reward": None if math.isnan(totals[i]) else totals[i], "reward_parts": parts,
-                    "explanation": s.explanation, "verifier_id": row["verifier_id"], "advantage": adv[i],
-                    "tokens": tokens, "truncated": int(tokens is not None and tokens >= args.max_completion_length),
-                    "error": s.error, "outcome": classify(out, task),
-                })
-            store.trajectories.insert_trajectories(self.db, out_rows)
+                # The same row as the trainer's (workbench.run.recorder), with TRL's weighted total as reward.
+                out_rows.append(self.recorder.episode_row(
+                    out, task, s, row["verifier_id"], step=b["step"], split="train", group_idx=i // g,
+                    sample_idx=i % g, reward=None if math.isnan(totals[i]) else totals[i], reward_parts=parts,
+                    advantage=adv[i], tokens=tokens,
+                    truncated=int(tokens is not None and tokens >= args.max_completion_length)))
+            self.recorder.store_rows(out_rows)
             errors = sum(1 for r in out_rows if r["error"])
             self._step_stats = {"verifier_id": out_rows[-1]["verifier_id"] if out_rows else None,
                                 "verifier_errors": errors,

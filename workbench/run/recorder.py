@@ -114,19 +114,31 @@ class Recorder:
                  log: Callable[[str], None] = lambda msg: None) -> None:
         self.db, self.run_id, self.task_ids, self.primary, self.log = db, run_id, task_ids, primary, log
 
+    def task_id(self, task: Task) -> int:
+        """The task's row id, added on first sight (the TRL callback meets its tasks as TRL samples them)."""
+        key = task_row(task)["key"]
+        if key not in self.task_ids:
+            self.task_ids.update(store.tasks.add_tasks(self.db, [task_row(task)]))
+        return self.task_ids[key]
+
     def row(self, s: Scored, verifier_id: int | None, **fields: Any) -> dict[str, Any]:
-        """A trajectory row: the episode, its tokens, its score and where it belongs (`fields`)."""
-        r, out = s.rollout, s.rollout.output
+        """A trajectory row of one of our rollouts: the episode, its tokens, its score and `fields`."""
+        r = s.rollout
+        return self.episode_row(r.output, r.task, s.score, verifier_id, token_trace=trajectory_rows.token_trace(r),
+                                prompt_tokens=r.prompt_tokens, tokens=r.completion_tokens, truncated=int(r.truncated),
+                                latency=r.latency_s, **fields)
+
+    def episode_row(self, output: Any, task: Task, score: Score, verifier_id: int | None,
+                    **fields: Any) -> dict[str, Any]:
+        """A trajectory row from an episode's output and score, whoever sampled it (our rollouts, TRL's):
+        where it belongs and what is known of its tokens come in `fields`."""
         return {
-            "run_id": self.run_id, "task_id": self.task_ids[task_row(r.task)["key"]], "messages": out.messages,
-            "completion": out.text, "outcome": trajectory_rows.outcome(out, r.task),
-            "token_trace": trajectory_rows.token_trace(r),
+            "run_id": self.run_id, "task_id": self.task_id(task), "messages": output.messages,
+            "completion": output.text, "outcome": trajectory_rows.outcome(output, task),
             "tool_calls": [dataclasses.replace(c, id=c.id or f"call_{i}").to_dict()
-                           for i, c in enumerate(out.tool_calls)],
-            "reward": None if s.score.error else s.score.total, "reward_parts": s.score.parts,
-            "explanation": s.score.explanation, "verifier_id": verifier_id, "prompt_tokens": r.prompt_tokens,
-            "tokens": r.completion_tokens, "truncated": int(r.truncated), "latency": r.latency_s,
-            "error": s.score.error, **fields,
+                           for i, c in enumerate(output.tool_calls)],
+            "reward": None if score.error else score.total, "reward_parts": score.parts,
+            "explanation": score.explanation, "verifier_id": verifier_id, "error": score.error, **fields,
         }
 
     def store_rows(self, rows: list[dict[str, Any]]) -> list[int]:
