@@ -152,6 +152,23 @@ def test_an_is_error_result_is_a_tool_error(faulty):
     assert ep.output().error is None
 
 
+def test_a_long_tool_result_is_cut_to_max_result_chars_and_the_cut_is_recorded():
+    env = McpEnv(None, {"faulty": McpServerConfig(**FAULTY, pool_size=1, max_result_chars=500)}, max_turns=4)
+    try:
+        ep = env.start(TASK)
+        msg = ep.step(reply("echo", {"text": "x" * 100_000}))
+        obs = observation(msg)
+        assert obs["ok"] and obs["result"] == "x" * 500
+        assert obs["truncated"].startswith("cut to the first 500 of 1000") and "'faulty'" in obs["truncated"]
+        assert len(msg["content"]) < 1000  # what goes into the next prompt
+        short = observation(ep.step(reply("echo", {"text": "hi"})))
+        assert "truncated" not in short and short["result"].startswith("hi ")
+        ep.step(reply("finish"))
+        assert ep.output().observations[0]["truncated"] == obs["truncated"]  # recorded with the rollout
+    finally:
+        env.close()
+
+
 def test_a_hung_server_fails_the_episode_and_is_restarted(faulty):
     pool = faulty.pools["faulty"]
     restarts = pool.restarts
@@ -219,6 +236,7 @@ def test_config_reads_the_server_sections(tmp_path):
     ("    dangerous: [drop_tables]\n", 9, r"mcp_servers\.calendar\.dangerous: \['drop_tables'\] not in tools"),
     ("    timeout_s: fast\n", 9, r"mcp_servers\.calendar\.timeout_s must be float"),
     ("    env: {TZ: 1}\n", 9, r"mcp_servers\.calendar\.env must be dict\[str, str\]"),
+    ("    max_result_chars: 5\n", 9, r"mcp_servers\.calendar\.max_result_chars: must be in \[100, 1000000\], got 5"),
 ])
 def test_config_errors_name_the_line(tmp_path, extra, line, message):
     path = write(tmp_path, SERVER_YAML + extra)

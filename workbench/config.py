@@ -67,6 +67,9 @@ class ConfigError(InputError, ValueError):
 # above any published GRPO recipe (groups of 4-64) and far below what overflows memory before a first step.
 MAX_GROUP_SIZE = 1024
 MAX_BATCH = 4096
+# An MCP tool result is cut to at most this many characters (`max_result_chars`): at least a short answer, at
+# most ~1 MB (far past any model's context; the cut exists to keep prompts bounded)
+MAX_RESULT_CHARS = Range(100, 1_000_000)
 
 
 # What a refused value was probably meant to do, where another key does it.
@@ -130,6 +133,9 @@ class McpServerConfig:
     pool_size: int | None = None  # processes started ahead; None: num_generations_per_prompt
     memory_mb: int = 2048  # address-space limit per process (RLIMIT_AS)
     cpu_s: int = 3600  # CPU-seconds limit per process (RLIMIT_CPU)
+    # A tool result longer than this (in characters; a structured one as its JSON) is cut to it before it goes
+    # into the next prompt, and the cut is noted in the observation: a 5 MB answer must not become the prompt.
+    max_result_chars: int = 8000
 
     def __post_init__(self) -> None:
         if not self.command.strip():
@@ -141,7 +147,8 @@ class McpServerConfig:
             if stray:
                 raise ConfigError(f"{key}: {stray} not in tools (the allowlist)")
         check_ranges(self, {"timeout_s": POSITIVE, "start_timeout_s": POSITIVE, "memory_mb": AT_LEAST_ONE,
-                            "cpu_s": AT_LEAST_ONE, "pool_size": AT_LEAST_ONE})
+                            "cpu_s": AT_LEAST_ONE, "pool_size": AT_LEAST_ONE,
+                            "max_result_chars": MAX_RESULT_CHARS})
 
 
 MAX_SFT_SKILL_WEIGHT = 100

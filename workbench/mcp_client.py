@@ -54,6 +54,17 @@ class CallResult:
 
     ok: bool
     value: Any
+    full_chars: int | None = None  # the whole result's length when `value` was cut (`cap_result`), else None
+
+
+def cap_result(result: CallResult, limit: int) -> CallResult:
+    """`result` when its text (a structured value: its JSON) is at most `limit` characters, else its first
+    `limit` characters as text, with the whole length in `full_chars`: the result goes into the next prompt."""
+    value = result.value
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    if len(text) <= limit:
+        return result
+    return CallResult(ok=result.ok, value=text[:limit], full_chars=len(text))
 
 
 def require_mcp() -> None:
@@ -279,7 +290,7 @@ class ServerProcess:
         if not self.alive:
             raise ServerFailed(self.failure or f"MCP server {self.name!r} is not running{self._stderr_tail()}")
         try:
-            return result_value(portal().call(self._call, tool, args, timeout))
+            return cap_result(result_value(portal().call(self._call, tool, args, timeout)), self.cfg.max_result_chars)
         except TimeoutError:
             reason = f"MCP server {self.name!r} hung: {tool} did not answer within {timeout:g} s"
             self._fail(reason)
@@ -290,7 +301,8 @@ class ServerProcess:
                 self._fail(f"MCP server {self.name!r} died during {tool}{self._stderr_tail()}")
                 self.close(kill=True)
                 raise ServerFailed(self.failure or "") from None
-            return CallResult(ok=False, value=f"{type(e).__name__}: {e}")  # a JSON-RPC error answer
+            # a JSON-RPC error answer
+            return cap_result(CallResult(ok=False, value=f"{type(e).__name__}: {e}"), self.cfg.max_result_chars)
 
     async def _call(self, tool: str, args: dict[str, Any], timeout: float) -> Any:
         import anyio

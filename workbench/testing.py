@@ -158,7 +158,7 @@ def build_tiny_tokenizer(vocab_size: int = 512, template: str = "smollm2"):
 
 def tiny_model_dir(
     tmp_path: str | os.PathLike[str], vocab: int = 512, seed: int = 0, initializer_range: float = 0.2,
-    hidden_size: int = 32, num_heads: int = 4, max_positions: int = 512, template: str = "smollm2",
+    hidden_size: int = 32, num_heads: int = 4, max_positions: int = 4096, template: str = "smollm2",
 ) -> Path:
     """Write a tiny random LlamaForCausalLM (hidden 32, 2 layers, 4 heads, GQA 2 kv heads) + tokenizer.
 
@@ -166,10 +166,13 @@ def tiny_model_dir(
     Llama's 0.02 so next-token distributions are not near-uniform (greedy ties would make tests flaky).
     vLLM's attention kernels need a head size of 32 or more: hidden_size=128, num_heads=2 for those tests.
     `template`: the chat template and special tokens (TEMPLATES; "qwen2.5" and "llama3.1" call tools natively).
+    `max_positions`: 4096 by default, since the built-in prompts are ~750 tokens on this near character-level
+    tokenizer and a run refuses a prompt past the model's context (workbench.prompt_fit); RoPE has no weights,
+    so the value changes no output.
     """
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-    shape = "" if (hidden_size, num_heads, max_positions) == (32, 4, 512) else f"-h{hidden_size}x{num_heads}p{max_positions}"
+    shape = "" if (hidden_size, num_heads, max_positions) == (32, 4, 4096) else f"-h{hidden_size}x{num_heads}p{max_positions}"
     shape += "" if template == "smollm2" else f"-{template}"
     out = Path(tmp_path) / f"tiny-llama-v{vocab}-s{seed}{shape}"
     if (out / "config.json").is_file():

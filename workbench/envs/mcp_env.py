@@ -54,7 +54,7 @@ class McpConfigError(InputError, ValueError):
 class McpEpisode:
     """A conversation with MCP tools. Loop: generate from `messages` (+ `prefill`), `step(text)`, until `done`."""
 
-    def __init__(self, task: Task, env: McpEnv):
+    def __init__(self, task: Task, env: McpEnv, *, servers: bool = True):
         self.env = env
         self.task = replace(task, tools=env.specs_for(task))
         self.harness = env.harness
@@ -81,7 +81,7 @@ class McpEpisode:
         self.state: dict[str, Any] | None = None
         self._procs: dict[str, ServerProcess] = {}
         try:
-            for name, pool in env.pools.items():
+            for name, pool in (env.pools.items() if servers else ()):
                 self._procs[name] = pool.acquire()
         except ServerFailed as e:
             self.error = str(e)  # the first step ends the episode with it
@@ -160,7 +160,11 @@ class McpEpisode:
             self.unsafe.append(f"called {call.name}, marked dangerous (not run)")
             return {"ok": False, "error": f"{call.name} is not allowed here"}
         result = self._procs[server].call(call.name, call.args)
-        return {"ok": True, "result": result.value} if result.ok else {"ok": False, "error": str(result.value)}
+        obs = {"ok": True, "result": result.value} if result.ok else {"ok": False, "error": str(result.value)}
+        if result.full_chars is not None:  # cut to the server's max_result_chars: the model and the row both see it
+            obs["truncated"] = (f"cut to the first {len(result.value)} of {result.full_chars} characters "
+                                f"(max_result_chars of server {server!r})")
+        return obs
 
     def _end(self, reason: str) -> None:
         self.done, self.end_reason = True, reason
@@ -275,6 +279,10 @@ class McpEnv:
 
     def start(self, task: Task) -> McpEpisode:
         return McpEpisode(task, self)
+
+    def prompt_episode(self, task: Task) -> McpEpisode:
+        """An episode to render the first prompt of (`workbench.prompt_fit`): no server process is taken."""
+        return McpEpisode(task, self, servers=False)
 
     def close(self) -> None:
         for pool in self.pools.values():
