@@ -1,6 +1,6 @@
 """Evaluations: the baseline and each checkpoint on the validation split (which decides promotion) with the
 test split's success beside it (reported only), CIs, the best and promoted ones marked with why, success
-per skill, and flags for the usual ways GRPO goes wrong (overfitting, length drift, JSON regressions).
+per skill (multi-step kinds first, single calls beside them, with the paired Δ per kind), and flags for the usual ways GRPO goes wrong (overfitting, length drift, JSON regressions).
 `s` shows the test split's own table."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
@@ -31,6 +32,7 @@ from workbench.view import (
     eval_rows,
     skill_rows,
 )
+from workbench.view.evaluations import multi_step_rows
 
 if TYPE_CHECKING:
     from screens.host import Host
@@ -76,7 +78,8 @@ class EvalsScreen(Screen):
             table.add_column(label, key=key, width=width)
         yield table
         yield Static(id="evals-flags")
-        yield Static(id="evals-skills")
+        # Scrolls: the multi-step kinds and the per-skill lines outgrow a 24-row terminal; the plot keeps its rows.
+        yield VerticalScroll(Static(id="evals-skills"), id="evals-skills-box")
         yield PlotextPlot(id="evals-plot")
         yield Footer(compact=True)
 
@@ -163,9 +166,18 @@ class EvalsScreen(Screen):
         self._plot(self.evals)
 
     def _show_skills(self, rows: list[EvalRow]) -> None:
-        """Success per skill (tool and argument kind) for base, SFT-only, promoted and the last checkpoint."""
-        header, lines = skill_rows(rows)
+        """Success per skill (tool and argument kind) for base, SFT-only, promoted and the last checkpoint;
+        multi-step tasks first, in their own lines: single calls beside them, each kind, the paired Δ."""
+        ms_header, ms_lines = multi_step_rows(rows)
+        header, lines = skill_rows(rows, multi_step=not ms_lines)
         text = Text()
+        if ms_lines:
+            text.append("multi-step  " + "  ".join(ms_header[2:-1]) + f"  ({ms_header[-1]})\n", style="bold")
+            for line in ms_lines:
+                text.append(f"{line[0].removeprefix('multi-step: ')} (n={line[1]}): ")
+                text.append(" → ".join(line[2:-1]), style="dim")
+                delta = line[-1]
+                text.append(f"  Δ {delta}\n", style="green" if delta.startswith("+") and "[+" in delta else "")
         if lines:
             text.append("per skill  " + "  ".join(h for h in header[2:]) + "\n", style="bold")
             for line in lines:
