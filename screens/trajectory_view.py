@@ -120,9 +120,10 @@ def result_text(result: Any, width: int = 400) -> Text:
     """A stored tool result: green when the tool took the call, red with its error when it did not."""
     if isinstance(result, dict) and result.get("ok") is False:
         return Text(f"✗ {result.get('error', compact_json(result))}", style="red")
+    # ", " separators (not compact JSON): a long result wraps at its items instead of mid-word
     if isinstance(result, dict) and result.get("ok") is True:
-        return Text(f"→ {clip(compact_json(result.get('result')), width)}", style="green")
-    return Text(f"→ {clip(compact_json(result) if not isinstance(result, str) else result, width)}")
+        return Text(f"→ {clip(json.dumps(result.get('result'), ensure_ascii=False), width)}", style="green")
+    return Text(f"→ {clip(json.dumps(result, ensure_ascii=False) if not isinstance(result, str) else result, width)}")
 
 
 def changes_text(changes: tuple[Change, ...]) -> Text:
@@ -178,8 +179,11 @@ def final_text(story: Story) -> Group:
     if story.unsafe:
         head.append(f"  · unsafe: {story.unsafe[0]}", style="bold red")
     lines: list[Any] = [head]
+    before = {(c, json.dumps(i, sort_keys=True)) for c in story.initial for i in story.initial[c] or []}
     for status, collection, item in check.items:
         mark, style = STATUS_MARK[status]
+        if status == "extra" and (collection, json.dumps(item, sort_keys=True)) in before:
+            mark = "✗ still there (expected gone)"  # the episode left an item it should have removed
         lines.append(Text(f"  {mark} {item_text(collection, item)}", style=style))
     if not check.items:
         lines.append(Text("  (empty: no events, emails or reminders, as expected)", style="dim"))

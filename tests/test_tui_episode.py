@@ -74,6 +74,20 @@ def test_a_right_episode_reads_turn_by_turn_and_ends_as_expected(agent, view):
     assert ("extra", "09:00") in statuses and any(st == "missing" for st, _ in statuses)
 
 
+def test_the_final_state_names_a_leftover_apart_from_a_new_item(agent, view):
+    from rich.console import Console
+
+    from screens.trajectory_view import final_text
+
+    no_cancel = _group(agent, _rows(view, agent), "reschedule")[2]  # looked, booked the new day, never cancelled
+    s = story_for(no_cancel, view.task(no_cancel.task_id))
+    assert s is not None and s.check.differences == 1
+    console = Console(width=120, record=True, color_system=None)
+    console.print(final_text(s))
+    text = console.export_text()
+    assert "1 difference ✗" in text and "✗ still there (expected gone) event" in text
+
+
 def test_a_recover_task_marks_the_call_it_came_with(agent, view):
     first, *_ = _group(agent, _rows(view, agent), "recover")
     s = story_for(first, view.task(first.task_id))
@@ -175,6 +189,7 @@ async def test_trajectory_screen_tells_the_story_and_lines_up_the_group(agent, s
         final = screen.query(".turn-final-bad")
         assert len(final) == 1 and "final state vs expected: 2 differences" in plain(final.first())
         assert "✗ not expected event" in plain(final.first()) and "✗ missing event" in plain(final.first())
+        assert "✗ still there" not in plain(final.first())  # the 09:00 booking is new, not a leftover
         # g: the four members side by side, their turns on the same lines, the turn they part marked
         await pilot.press("g")
         await wait_until(pilot, lambda: len(screen.query(".member")) == 4)
