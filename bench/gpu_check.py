@@ -67,13 +67,13 @@ def build_policy(shape: str, device: torch.device, dtype: torch.dtype, lora_r: i
 
 def run(shape: str, steps: int, device: torch.device, dtype: torch.dtype, prompts: int, group: int,
         max_tokens: int) -> dict:
-    from workbench import grpo
     from workbench.config import Config
     from workbench.envs import env_for_config
+    from workbench.learn import grpo
+    from workbench.learn.update import policy_update, update_items
     from workbench.rollout.hf import HFEngine
     from workbench.rollout.runner import Sampling, run_rollouts
     from workbench.tasks import load_task_source
-    from workbench.update import policy_update, update_items
     from workbench.verifiers import get_verifier
 
     t0 = time.perf_counter()

@@ -342,9 +342,9 @@ def run_loss_check(a: argparse.Namespace) -> None:
     from trl import GRPOTrainer
     from trl.trainer.utils import nanstd, pad
 
-    from workbench import grpo
     from workbench.envs.harness import Harness
-    from workbench.logprobs import sequence_logprobs
+    from workbench.learn import grpo
+    from workbench.learn.logprobs import sequence_logprobs
     from workbench.rollout.prompt import render_prompt
 
     g, max_len = a.check_g, a.max_completion_length

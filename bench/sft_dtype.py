@@ -25,9 +25,9 @@ import torch  # noqa: E402
 
 from workbench.config import load_config  # noqa: E402
 from workbench.envs import env_for_config  # noqa: E402
+from workbench.learn.sft import sft_step  # noqa: E402
+from workbench.learn.sft_native import env_sft_examples  # noqa: E402
 from workbench.models import load_policy  # noqa: E402
-from workbench.sft import sft_step  # noqa: E402
-from workbench.sft_native import env_sft_examples  # noqa: E402
 from workbench.splits import stage_tasks  # noqa: E402
 from workbench.tasks import load_task_source  # noqa: E402
 

@@ -4,7 +4,7 @@
 
 The calendar harness (the JSON tool format, its system prompt and prefill), the run's SFT examples and its
 held-out tasks, LoRA r 8. Each layout runs in fresh processes: 1 process with 1 and with 2 threads, and 2
-ranks of 1 thread each (`workbench.sft.run_sft(sync=...)`, and the eval split into contiguous shares as
+ranks of 1 thread each (`workbench.learn.sft.run_sft(sync=...)`, and the eval split into contiguous shares as
 `workbench.distributed.RankTrainer._evaluate` does). Times are rank 0's wall time after a barrier, per SFT step
 (the first, warm-up step not counted) and for the whole eval (its results gathered on every rank).
 """
@@ -36,10 +36,10 @@ def _rank(rank: int, world: int, port: int, threads: int, model_dir: str, args: 
     from workbench.distributed import Ranks, RankSync, shard
     from workbench.envs import env_for_config
     from workbench.eval import evaluate
+    from workbench.learn.sft import run_sft
+    from workbench.learn.sft_native import env_sft_examples
     from workbench.models import load_policy
     from workbench.rollout.hf_generate import local_engine
-    from workbench.sft import run_sft
-    from workbench.sft_native import env_sft_examples
     from workbench.tasks import load_task_source
 
     torch.set_num_threads(threads)

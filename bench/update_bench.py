@@ -19,7 +19,7 @@ import torch  # noqa: E402
 
 from workbench.domains.calendar import builtin_tasks  # noqa: E402
 from workbench.envs.harness import Harness  # noqa: E402
-from workbench.logprobs import completion_logprobs, shared_prefix_logprobs  # noqa: E402
+from workbench.learn.logprobs import completion_logprobs, shared_prefix_logprobs  # noqa: E402
 from workbench.models import load_policy  # noqa: E402
 from workbench.rollout.prompt import render_prompt  # noqa: E402
 

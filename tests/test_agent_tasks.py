@@ -17,7 +17,7 @@ from workbench.config import load_config  # noqa: E402
 from workbench.domains.calendar import agent_tasks as at  # noqa: E402
 from workbench.domains.calendar import single_turn_tasks as st  # noqa: E402
 from workbench.envs import MultiTurnEnv  # noqa: E402
-from workbench.sft_native import env_sft_examples  # noqa: E402
+from workbench.learn.sft_native import env_sft_examples  # noqa: E402
 from workbench.skills import breakdown, is_skill, skill_label, task_skills  # noqa: E402
 from workbench.tasks import load_task_source  # noqa: E402
 from workbench.types import Output, ToolCall  # noqa: E402

@@ -140,7 +140,7 @@ def test_choices_come_from_the_literal_types(tmp_path):
 
 
 def test_grpo_maths_accepts_the_same_choices():
-    from workbench import grpo
+    from workbench.learn import grpo
 
     assert typing.get_args(grpo.LossType) == CHOICES["loss_type"]
     assert typing.get_args(grpo.ISLevel) == CHOICES["importance_sampling_level"]

@@ -10,12 +10,12 @@ import random
 import pytest
 import torch
 
-from workbench import grpo
-from workbench import update as update_mod
 from workbench.config import Config, ConfigError
 from workbench.devices import resolve_device, resolve_dtype
+from workbench.learn import grpo
+from workbench.learn import update as update_mod
+from workbench.learn.update import policy_update
 from workbench.models import load_policy
-from workbench.update import policy_update
 
 
 def test_resolution_without_cuda(monkeypatch: pytest.MonkeyPatch) -> None:

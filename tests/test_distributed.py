@@ -29,10 +29,10 @@ import torch
 import store
 from workbench.config import Config
 from workbench.distributed import Ranks, _free_port, shard
+from workbench.learn.sft import run_sft
+from workbench.learn.update import policy_update
 from workbench.models import load_policy
-from workbench.sft import run_sft
 from workbench.testing import perturb_lora
-from workbench.update import policy_update
 from workbench.view import View
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""Tests for workbench.grpo: hand-computed values, an independent per-element transcription of TRL's
+"""Tests for workbench.learn.grpo: hand-computed values, an independent per-element transcription of TRL's
 formulas, gradients at ratio 1, clip metrics. Tiny tensors only (runs in well under 10 s)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from workbench.grpo import (
+from workbench.learn.grpo import (
     group_advantages,
     policy_loss,
 )

@@ -1,10 +1,15 @@
-"""Tests for workbench.logprobs: the per-row log-prob/entropy helper against log_softmax, and the
+"""Tests for workbench.learn.logprobs: the per-row log-prob/entropy helper against log_softmax, and the
 shared-prefix pass against the packed pass (values and gradients)."""
 
 import pytest
 import torch
 
-from workbench.logprobs import completion_logprobs, sequence_logprobs, shared_prefix_logprobs, token_logprobs
+from workbench.learn.logprobs import (
+    completion_logprobs,
+    sequence_logprobs,
+    shared_prefix_logprobs,
+    token_logprobs,
+)
 from workbench.rollout.prompt import common_prefix_len
 from workbench.testing import perturb_lora
 

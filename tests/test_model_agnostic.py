@@ -15,7 +15,7 @@ import torch
 import store
 from tests.test_trainer import LENGTH_VERIFIER, tiny_cfg
 from workbench.config import Config, ConfigError, config_from_dict
-from workbench.logprobs import completion_logprobs, sequence_logprobs
+from workbench.learn.logprobs import completion_logprobs, sequence_logprobs
 from workbench.lora_targets import detect_target_modules, linear_layers
 from workbench.models import load_policy
 from workbench.rollout.cache_kind import cache_layer_kinds, has_plain_kv_cache

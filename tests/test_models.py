@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import load_file
 
 import workbench.models as models
-from workbench.logprobs import completion_logprobs
+from workbench.learn.logprobs import completion_logprobs
 from workbench.models import ModelNotFoundError, Policy, load_policy, resolve_model
 from workbench.testing import perturb_lora, tiny_model_dir
 

@@ -16,14 +16,14 @@ from workbench.domains.calendar import BUILTIN_TOOLS
 from workbench.envs import env_for_config
 from workbench.envs.native import NativeEnv
 from workbench.envs.tool_parsers import NO_CALL, TemplateError, detect_parser, parse_reply
+from workbench.learn.sft_native import env_sft_examples, native_sft_rows
+from workbench.learn.update import update_items
 from workbench.rollout.prompt import render_prompt
 from workbench.rollout.runner import Sampling, run_rollouts
 from workbench.rollout.turn_tokens import next_prompt
-from workbench.sft_native import env_sft_examples, native_sft_rows
 from workbench.tasks import TaskFileError, load_tasks, openai_tool_spec
 from workbench.testing import CHAT_TEMPLATE, build_tiny_tokenizer, tiny_model_dir
 from workbench.types import Completion, Output, Task, ToolCall
-from workbench.update import update_items
 from workbench.verifiers.metrics import aggregate, classify
 from workbench.verifiers.tool_call import reward
 

@@ -7,7 +7,7 @@ import importlib.util
 import pytest
 import torch
 
-from workbench.logprobs import completion_logprobs
+from workbench.learn.logprobs import completion_logprobs
 from workbench.models import Policy, load_policy
 from workbench.rollout.base import RolloutEngine
 from workbench.rollout.hf import HFEngine, OneDNNHead, inverse_cdf_sample, sample_next

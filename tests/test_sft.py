@@ -7,9 +7,9 @@ import json
 import pytest
 import torch
 
+from workbench.learn.sft import answer_token_ids, default_answer, run_sft, sft_examples, sft_rows, sft_step
 from workbench.models import Policy
 from workbench.rollout.prompt import render_prompt
-from workbench.sft import answer_token_ids, default_answer, run_sft, sft_examples, sft_rows, sft_step
 from workbench.types import Task
 
 MESSAGES = [
@@ -94,7 +94,7 @@ def test_on_step_can_stop_early(tiny_policy: Policy) -> None:
 
 
 def test_cosine_schedule_decays_the_rate_from_lr_towards_zero(tiny_policy: Policy, monkeypatch) -> None:
-    import workbench.sft as sft
+    import workbench.learn.sft as sft
 
     rates: list[float] = []
     real_step = sft.sft_step

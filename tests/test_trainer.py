@@ -182,7 +182,7 @@ def test_verifier_errors_are_recorded_and_excluded(tiny_model, tmp_path):
 def test_truncated_is_weights_by_hand():
     import torch
 
-    from workbench.update import truncated_is_weights
+    from workbench.learn.update import truncated_is_weights
 
     trainer = torch.tensor([[-1.0, -2.0, -0.5]])
     engine = torch.tensor([[-1.0, -3.0, -0.1]])

@@ -111,7 +111,7 @@ def test_worker_applies_set_temperature_and_set_lr_at_the_step_boundary(tiny_mod
 # ----- 3. a non-finite gradient never reaches the optimizer -----------------------------------------------------
 
 def test_nonfinite_gradient_skips_the_optimizer_step(tiny_model, tmp_path, verifier_path, monkeypatch):
-    from workbench import grpo
+    from workbench.learn import grpo
 
     db = store.open_db(tmp_path / "wb.db")
     logs: list[str] = []
@@ -185,7 +185,7 @@ def test_no_refill_without_dynamic_sampling(tiny_model, tmp_path, verifier_path)
 
 
 def test_soft_overlong_penalty_at_the_boundaries():
-    from workbench.grpo import overlong_penalty
+    from workbench.learn.grpo import overlong_penalty
 
     # DAPO: 0 up to max - buffer, then linear down to -1 at max, -1 past it (TRL's soft_overlong_punishment)
     assert overlong_penalty(0, 8, 4) == 0.0
@@ -198,7 +198,7 @@ def test_soft_overlong_penalty_at_the_boundaries():
 
 
 def test_soft_overlong_penalty_is_added_to_the_reward(tiny_model, tmp_path, verifier_path):
-    from workbench.grpo import overlong_penalty
+    from workbench.learn.grpo import overlong_penalty
 
     db = store.open_db(tmp_path / "wb.db")
     t = Trainer(tiny_cfg(tiny_model, tmp_path, verifier_path, overlong_buffer=4), db)
@@ -249,7 +249,7 @@ def test_truncated_completions_carry_no_gradient_with_the_filter_on(tiny_model, 
         t = Trainer(tiny_cfg(tiny_model, tmp_path / str(on), verifier_path, loss_type="dapo",
                              mask_truncated_completions=on), db)
         fake = FakeLogprobs()
-        monkeypatch.setattr("workbench.update.sequence_logprobs", fake)
+        monkeypatch.setattr("workbench.learn.update.sequence_logprobs", fake)
         task = t.train_tasks[0]
         group = [episode(task, [[11, 12, 13]], truncated=True), episode(task, [[21, 22]])]
         m = t._update([group], [[1.0, 1.0]], [True])
@@ -268,7 +268,7 @@ def test_multi_turn_episodes_weigh_as_one_sequence(tiny_model, tmp_path, verifie
     t = Trainer(tiny_cfg(tiny_model, tmp_path, verifier_path, loss_type=loss_type, multi_turn_weighting=weighting,
                          max_completion_length=8), db)
     fake = FakeLogprobs()
-    monkeypatch.setattr("workbench.update.sequence_logprobs", fake)
+    monkeypatch.setattr("workbench.learn.update.sequence_logprobs", fake)
     task = t.train_tasks[0]
     two_turns = episode(task, [[11, 12, 13], [14, 15]])
     one_turn = episode(task, [[21, 22, 23, 24]])

@@ -7,7 +7,7 @@
 
 Whatever the base weights' dtype, what trains stays float32: peft upcasts LoRA weights over a bf16 base
 (`autocast_adapter_dtype`), so AdamW's moments are float32 too, and the log-probs the loss sees are
-computed from float32-cast logits (`workbench.logprobs.token_logprobs`). A full fine-tune trains the
+computed from float32-cast logits (`workbench.learn.logprobs.token_logprobs`). A full fine-tune trains the
 weights in the dtype they were loaded in: ask for float32 explicitly if bf16 updates are too coarse.
 """
 

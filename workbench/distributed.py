@@ -28,7 +28,7 @@ How a step runs (DESIGN.md, "With N ranks"):
   others wait in short meetings, not in one collective that would time out after TIMEOUT_S; a resume or a
   stop ends the meeting for every rank at once.
 - The SFT warm-up is data-parallel: every rank draws the same batch, runs forward and backward on its share
-  and the gradients are summed (`workbench.sft.sft_step(sync=...)`), so N ranks take the 1-process steps.
+  and the gradients are summed (`workbench.learn.sft.sft_step(sync=...)`), so N ranks take the 1-process steps.
   Evals too: each rank evaluates a contiguous share of the tasks (seeded by where it starts in the list),
   the results are gathered and rank 0 records them. An eval a command asks for (the UI's `e`) or a resume's
   catch-up eval runs on rank 0 alone, while the others wait at the meeting.
@@ -126,11 +126,11 @@ def _collective(what: str):
 
 
 class RankSync:
-    """The update's collectives (`workbench.update.policy_update(sync=...)`): sums over ranks."""
+    """The update's collectives (`workbench.learn.update.policy_update(sync=...)`): sums over ranks."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
-        self.rank, self.world = dist.get_rank(), dist.get_world_size()  # the SFT step's share (workbench.sft)
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()  # the SFT step's share (workbench.learn.sft)
 
     def sum_floats(self, values: Sequence[float]) -> list[float]:
         t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=self.device)

@@ -25,10 +25,14 @@ import torch
 
 import store
 from workbench import checkpoint as ckpt
-from workbench import grpo, metric_log
+from workbench import metric_log
 from workbench.config import Config
 from workbench.envs import bind_tokenizer, env_for_config
 from workbench.eval import EvalResult, evaluate
+from workbench.learn import grpo
+from workbench.learn.sft import run_sft
+from workbench.learn.sft_native import env_sft_examples, native_sft_rows
+from workbench.learn.update import policy_update, update_items
 from workbench.models import Policy, load_policy
 from workbench.progress import Progress, eval_label
 from workbench.prompt_fit import check_prompts_fit, model_context
@@ -37,11 +41,8 @@ from workbench.rollout.runner import Rollout, Sampling, run_rollouts
 from workbench.run.inputs import new_run, prepare
 from workbench.run.recorder import EvalPart, Recorder, Scored, expected_parts, missing_parts, task_row
 from workbench.safe_points import Interrupted, layer_safe_points
-from workbench.sft import run_sft
-from workbench.sft_native import env_sft_examples, native_sft_rows
 from workbench.tasks import TaskFileError
 from workbench.types import Score, Task
-from workbench.update import policy_update, update_items
 from workbench.verifiers import Verifier, get_verifier, load_verifier_code
 
 
@@ -552,7 +553,7 @@ class Trainer:
 
     def _update(self, groups: list[list[Scored]], advantages: list[list[float | None]], keep: list[bool],
                 micro_batch: int = 16, skip_zero_advantage: bool = True) -> dict[str, float]:
-        """num_iterations optimizer steps on the kept groups' episodes (workbench.update), with the step's
+        """num_iterations optimizer steps on the kept groups' episodes (workbench.learn.update), with the step's
         temperature and learning rate (what it sampled and started with, set by train_step)."""
         rows = [(s.rollout, a) for grp, adv, k in zip(groups, advantages, keep, strict=True) if k
                 for s, a in zip(grp, adv, strict=True)]

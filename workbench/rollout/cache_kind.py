@@ -1,6 +1,6 @@
 """Whether a model's cache is a plain attention KV cache, the one our own sampler and shared-prefix pass know.
 
-`workbench.rollout.hf` and `workbench.logprobs.shared_prefix_logprobs` grow, repeat and select rows of a
+`workbench.rollout.hf` and `workbench.learn.logprobs.shared_prefix_logprobs` grow, repeat and select rows of a
 key/value cache per layer. A hybrid model (Mamba-2 layers between attention layers: Nemotron-H, Jamba,
 Bamba, Zamba...) keeps a recurrent state and a conv state per Mamba layer instead, and sliding-window
 layers keep only a window: those go through transformers' own `generate` (workbench.rollout.hf_generate)

@@ -12,7 +12,7 @@ def render_prompt(tokenizer: Any, messages: list[dict[str, Any]], prefill: str =
     The prefill (e.g. '{"tool": "') is tokenised on its own and appended, never re-tokenised together with
     the template text. Caveat: BPE may tokenise `template + prefill + reply` as one string differently at
     the boundaries (a merge across them), so re-tokenising the decoded text does not always give back these
-    ids. Keep ids, not text: the sampler, the log-prob pass and SFT (`workbench.sft`, which tokenises prompt
+    ids. Keep ids, not text: the sampler, the log-prob pass and SFT (`workbench.learn.sft`, which tokenises prompt
     and answer separately the same way) all use these exact ids, so training matches inference.
 
     `tools` (OpenAI function specs) go to the template (`tool_format: native`); None renders none.

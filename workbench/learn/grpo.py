@@ -1,5 +1,5 @@
 """GRPO maths as pure functions on tensors: group advantages, the clipped policy loss and its variants
-(GRPO, DAPO, Dr. GRPO, BNPO, GSPO). Per-token log-probs come from `workbench.logprobs`.
+(GRPO, DAPO, Dr. GRPO, BNPO, GSPO). Per-token log-probs come from `workbench.learn.logprobs`.
 
 No model, no store, no UI: the trainer feeds tensors in and logs the returned metrics. The formulas
 mirror TRL 1.x's `GRPOTrainer` (`_generate_and_score_completions` for advantages, `_compute_loss` for the

@@ -1,6 +1,6 @@
 """SFT examples in the run's tool format, so the warm-up teaches the format the rollouts are parsed in.
 
-- json: (the harness's messages, the gold JSON reply, the episode's prefill): `workbench.sft.sft_rows`.
+- json: (the harness's messages, the gold JSON reply, the episode's prefill): `workbench.learn.sft.sft_rows`.
 - native: (the episode's messages, its OpenAI tool specs, the gold assistant message with `tool_calls`); the
   target is what the chat template renders for that message after the generation prompt, up to and with
   its end-of-turn token (`native_sft_rows`). The prompt ids are the rollout's first-turn ids exactly.
@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from workbench.envs.native import NativeEnv, assistant_message, call_id
+from workbench.learn.sft import NO_CALL_ANSWER, default_answer
 from workbench.rollout.prompt import render_prompt
-from workbench.sft import NO_CALL_ANSWER, default_answer
 from workbench.types import Task, ToolCall
 
 NativeExample = tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]

@@ -23,9 +23,9 @@ from typing import Any
 
 import torch
 
-from workbench import grpo
 from workbench.config import Config
-from workbench.logprobs import sequence_logprobs
+from workbench.learn import grpo
+from workbench.learn.logprobs import sequence_logprobs
 from workbench.rollout.runner import Rollout
 
 # prompt ids, completion ids, advantage, sampling logps, and the row's weight: 0 for a row without loss

@@ -22,7 +22,7 @@ from workbench.types import Task
 
 Example = tuple[list[dict[str, Any]], str]  # (prompt messages, reply); a third item, when present, is its prefill
 # (the examples of a batch) -> (prompt ids, target ids): how examples become token ids; `sft_rows` by default,
-# `workbench.sft_native.native_sft_rows` for tool_format native (the reply rendered by the chat template).
+# `workbench.learn.sft_native.native_sft_rows` for tool_format native (the reply rendered by the chat template).
 RowsFn = Callable[[Any, list[Any]], tuple[list[list[int]], list[list[int]]]]
 NO_CALL_ANSWER = "No tool call is needed for this request."  # the JSON harness's gold reply when none is right
 
@@ -83,7 +83,7 @@ def sft_step(policy: Any, optimizer: torch.optim.Optimizer, examples: list[Examp
     every rank passes the whole batch and runs forward and backward on its share (examples rank, rank + N,
     ...), normalised by the batch's token count; the gradients are summed over the ranks before clipping, so
     every rank takes the step one process would take on the whole batch."""
-    from workbench.logprobs import sequence_logprobs
+    from workbench.learn.logprobs import sequence_logprobs
 
     model = policy.model
     was_training = model.training
