@@ -10,7 +10,11 @@ command) at a safe point.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +38,51 @@ EVAL_SPLITS = ("held_out", "test")  # the evals' rows (validation, test): re-sco
 def kind_of(split: str) -> str:
     """The two kinds a dry run reports: episodes the policy trained on, and the evals' episodes."""
     return "train" if split == "train" else "eval"
+
+
+class DryRunControl:
+    """Progress and cancel for a dry run running in another thread (the verifier editor's): `done` of `total`
+    rows re-scored so far; `cancel()` ends it within about a row's round trip, a row in flight included."""
+
+    def __init__(self) -> None:
+        self.done = 0
+        self.total: int | None = None  # known once the rows are read
+        self._cancel = threading.Event()
+        self._finished = threading.Event()
+        self.verifier: AnyVerifier | None = None  # the loaded verifier whose worker processes a cancel kills
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def cancel(self) -> None:
+        """No new row starts, and the rows in flight die with their worker processes: a looping verifier
+        would otherwise hold the dry run for its timeout on each row (minutes for 150). The scoring thread
+        holds the pool's lock while it waits, so the workers are killed from outside it, by process group
+        (each leads its own), until the dry run says it has finished: a worker it restarts meanwhile dies too."""
+        if self._cancel.is_set():
+            return
+        self._cancel.set()
+        threading.Thread(target=self._kill_until_finished, name="dry-run-cancel", daemon=True).start()
+
+    def _kill_until_finished(self) -> None:
+        while not self._finished.wait(0.05):
+            for pid in getattr(self.verifier, "pids", None) or []:  # an in-process verifier has none
+                with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+                    os.killpg(pid, signal.SIGKILL)
+
+    def finish(self) -> None:
+        self._finished.set()
+
+
+class DryRunCancelled(Exception):
+    """The dry run was cancelled (`DryRunControl.cancel`): nothing is stored."""
+
+
+# Rows a chunk: one per worker process, so a cancel between chunks waits for at most one row a worker, and
+# a killed row ends its chunk at once (no queued row behind it restarts the worker).
+def _chunk_size(verifier: AnyVerifier) -> int:
+    return max(1, len(getattr(verifier, "_slots", ())) or 1)
 
 
 @dataclass
@@ -129,28 +178,55 @@ def rows_to_rescore(db: sqlite_utils.Database, run_id: int, n: int, n_eval: int)
 
 def dry_run(
     db: sqlite_utils.Database, run_id: int, code: str, *, n: int = 100, n_eval: int = 0,
-    min_rows: int = MIN_ROWS, name: str | None = None, note: str = "",
+    min_rows: int = MIN_ROWS, name: str | None = None, note: str = "", control: DryRunControl | None = None,
 ) -> DryRunResult:
     """Compile `code`, score the run's last `n` training and last `n_eval` eval trajectories with it, store
     version + results. It is ok only when none errored and at least `min_rows` were re-scored;
-    the summary says how many of each kind (`by_kind`: train, eval) and split (`by_split`)."""
-    active = store.verifiers.active_verifier(db, run_id)
-    name = name or (active["name"] if active else "custom")
-    verifier, err = _load(code, name)
-    if verifier is None:
-        return DryRunResult(None, False, err)
+    the summary says how many of each kind (`by_kind`: train, eval) and split (`by_split`).
+    `control`: progress (rows re-scored so far) and cancel; a cancelled dry run stores nothing and is not ok."""
+    control = control or DryRunControl()
     try:
-        return _dry_run(db, run_id, code, verifier, n=n, n_eval=n_eval,
-                        min_rows=min_rows, name=name, note=note)
+        active = store.verifiers.active_verifier(db, run_id)
+        name = name or (active["name"] if active else "custom")
+        verifier, err = _load(code, name)
+        if verifier is None:
+            return DryRunResult(None, False, err)
+        control.verifier = verifier
+        try:
+            return _dry_run(db, run_id, code, verifier, n=n, n_eval=n_eval,
+                            min_rows=min_rows, name=name, note=note, control=control)
+        except DryRunCancelled:
+            return DryRunResult(None, False, f"dry run cancelled after {control.done} of {control.total or 0} "
+                                             "rows: nothing stored", {"cancelled": True, "done": control.done,
+                                                                     "total": control.total})
+        finally:
+            verifier.close()  # its worker process, if isolated
     finally:
-        verifier.close()  # its worker process, if isolated
+        control.finish()
+
+
+def _score(verifier: AnyVerifier, pairs: list[tuple[Output, Task]], timeout_s: float,
+           control: DryRunControl) -> list[Any]:
+    """`verifier.score_many` a chunk at a time, counting progress and stopping at a cancel."""
+    scores: list[Any] = []
+    size = _chunk_size(verifier)
+    for start in range(0, len(pairs), size):
+        if control.cancelled:
+            raise DryRunCancelled
+        chunk = verifier.score_many(pairs[start:start + size], timeout_s=timeout_s)
+        if control.cancelled:  # the chunk's rows may have been killed by the cancel: not scores
+            raise DryRunCancelled
+        scores += chunk
+        control.done = len(scores)
+    return scores
 
 
 def _dry_run(db: sqlite_utils.Database, run_id: int, code: str, verifier: AnyVerifier, *, n: int, n_eval: int,
-             min_rows: int, name: str, note: str) -> DryRunResult:
+             min_rows: int, name: str, note: str, control: DryRunControl) -> DryRunResult:
     run = store.runs.get_run(db, run_id)
     cfg = config_from_dict(run["config"], f"run {run_id} config")
     rows = rows_to_rescore(db, run_id, n, n_eval)
+    control.total = len(rows)
     verdicts = store.labels.verdicts(db, [r["id"] for r in rows])
     tasks: dict[int, Task] = {}
     pairs = []
@@ -159,6 +235,8 @@ def _dry_run(db: sqlite_utils.Database, run_id: int, code: str, verifier: AnyVer
     env = env_for_config(cfg)
     try:
         for r in rows:
+            if control.cancelled:
+                raise DryRunCancelled
             if r["task_id"] not in tasks:
                 tasks[r["task_id"]] = Task.from_dict(store.tasks.get_task(db, r["task_id"])["extra"])
             task = tasks[r["task_id"]]
@@ -169,7 +247,7 @@ def _dry_run(db: sqlite_utils.Database, run_id: int, code: str, verifier: AnyVer
         if close is not None:
             close()
     results = []
-    for r, score in zip(rows, verifier.score_many(pairs, timeout_s=cfg.verifier_timeout_s), strict=True):
+    for r, score in zip(rows, _score(verifier, pairs, cfg.verifier_timeout_s, control), strict=True):
         # The trainer adds DAPO's overlong penalty to the verifier's score (its own part): so does the dry
         # run, or every penalised row would read as changed by the new code.
         overlong = float((r.get("reward_parts") or {}).get("overlong", 0.0))
