@@ -278,16 +278,44 @@ def _select(db: sqlite_utils.Database, clauses: list[str], params: list[Any], or
 
 
 def trajectories_since(
-    db: sqlite_utils.Database, run_id: int, after_id: int, *, limit: int = 500, full: bool = False
+    db: sqlite_utils.Database, run_id: int, after_id: int, *, limit: int = 500, full: bool = False,
+    newest: bool = False,
 ) -> list[dict[str, Any]]:
-    """New rows of a run since `after_id`, oldest first: what a live pane polls."""
+    """New rows of a run since `after_id`, oldest first: what a live pane polls. `newest`: the newest `limit`
+    of them (a feed that fell behind skips to the head instead of reading the backlog row by row)."""
     cols = "*" if full else LIST_COLUMNS
     rows = decode(
         db.execute(
-            f"SELECT {cols} FROM trajectories WHERE run_id = ? AND id > ? ORDER BY id LIMIT ?", [run_id, after_id, limit]
+            f"SELECT {cols} FROM trajectories WHERE run_id = ? AND id > ? ORDER BY id {'DESC' if newest else ''} "
+            "LIMIT ?", [run_id, after_id, limit]
         )
     )
+    if newest:
+        rows.reverse()
     return expand(db, rows) if full else rows
+
+
+def task_sums(db: sqlite_utils.Database, run_id: int, after_id: int, before_id: int) -> list[dict[str, Any]]:
+    """Per task and split, the live rows with after_id < id < before_id: attempts, rewarded, reward_sum,
+    classified, successes (`store.tasks.task_stats`'s counts over an id range). One aggregate in SQLite (which
+    runs without the GIL): what a feed that skipped those rows folds into its per-task stats."""
+    return decode(db.execute(
+        "SELECT task_id, split, COUNT(*) AS attempts, COUNT(reward) AS rewarded, "
+        "COALESCE(SUM(reward), 0.0) AS reward_sum, COUNT(outcome) AS classified, "
+        "COALESCE(SUM(json_extract(outcome, '$.success')), 0) AS successes FROM trajectories "
+        "WHERE id > ? AND id < ? AND run_id = ? AND superseded = 0 AND task_id IS NOT NULL GROUP BY task_id, split",
+        [after_id, before_id, run_id],
+    ))
+
+
+def step_reward_sums(db: sqlite_utils.Database, run_id: int, task_id: int, after_id: int, before_id: int
+                     ) -> dict[int, tuple[float, int]]:
+    """One task's live training rows with after_id < id < before_id: step -> (reward sum, rows with a reward)."""
+    return {int(step): (float(s), int(n)) for step, s, n in db.execute(
+        "SELECT step, SUM(reward), COUNT(reward) FROM trajectories WHERE id > ? AND id < ? AND run_id = ? "
+        "AND task_id = ? AND split = 'train' AND superseded = 0 AND reward IS NOT NULL GROUP BY step",
+        [after_id, before_id, run_id, task_id],
+    ).fetchall()}
 
 
 def group_members(db: sqlite_utils.Database, trajectory_id: int) -> list[dict[str, Any]]:

@@ -3,6 +3,7 @@ steps (or evals) arrive, downsampled to the plot's width."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from textual.app import ComposeResult
@@ -14,6 +15,7 @@ from screens.curves import CURVES, StepSeries, downsample, step_ticks
 from workbench.view import Eval, Step, baseline_value, eval_points, metric_points
 
 COLORS = ("cyan", "magenta", "yellow", "green")
+STREAM_REDRAW_S = 1.0  # polled steps redraw the plot at most this often
 
 
 class CurvesPane(Vertical):
@@ -29,6 +31,8 @@ class CurvesPane(Vertical):
         self._chosen = False  # the user picked a curve: no more switching by itself
         self._drawn_width = -1
         self._dirty = True
+        self._streamed = False  # new steps or SFT points not drawn yet: drawn within STREAM_REDRAW_S
+        self._drawn_at = 0.0
 
     def compose(self) -> ComposeResult:
         yield Static(id="curve-note")
@@ -55,19 +59,27 @@ class CurvesPane(Vertical):
         self._dirty = True
         self.redraw()
 
-    def set_data(self, *, steps: list[Step] | None = None, evals: list[Eval] | None = None) -> None:
+    def set_data(self, *, steps: list[Step] | None = None, evals: list[Eval] | None = None,
+                 stream: bool = False) -> None:
+        """`stream`: new steps from a poll (drawn within STREAM_REDRAW_S), else drawn at the next redraw."""
         if steps is not None:
             self.steps = steps
-            self._dirty = True
+            if stream:
+                self._streamed = True
+            else:
+                self._dirty = True
             self._auto_pick()
         if evals is not None and [e.id for e in evals] != [e.id for e in self.evals]:
             self.evals = evals
             self._dirty = True
 
-    def add_sft(self, points: list[tuple[int, float]]) -> None:
+    def add_sft(self, points: list[tuple[int, float]], *, stream: bool = False) -> None:
         if points:
             self.sft = self.sft + points
-            self._dirty = True
+            if stream:
+                self._streamed = True
+            else:
+                self._dirty = True
         self._auto_pick()
 
     def set_waiting(self, text: str) -> None:
@@ -93,9 +105,14 @@ class CurvesPane(Vertical):
     def redraw(self) -> None:
         plot = self.query_one(PlotextPlot)
         width = plot.size.width
+        # New points redraw at most every STREAM_REDRAW_S (a fast worker logs steps faster than a plot is
+        # worth redrawing); a switch, a resize, evals or a task filter redraw at once.
+        if self._streamed and time.monotonic() - self._drawn_at >= STREAM_REDRAW_S:
+            self._dirty = True
         if not self._dirty and width == self._drawn_width:
             return
-        self._dirty, self._drawn_width = False, width
+        self._dirty, self._streamed, self._drawn_width = False, False, width
+        self._drawn_at = time.monotonic()
         plt = plot.plt
         plt.clear_figure()
         max_points = max(10, 2 * (width - 8))  # braille: two points a cell, minus the y-axis labels

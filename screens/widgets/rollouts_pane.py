@@ -14,7 +14,7 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from screens.format import PROMPT_MIN, call_text, clip, num, reward_style, split_short, task_label
-from screens.widgets.columns import ColumnSpec, set_columns
+from screens.widgets.columns import ColumnSpec, FixedTable, set_columns
 from workbench.view import GroupKey, RolloutGroup, Task, Trajectory, group_key
 
 SPARK_MAX = 16  # samples drawn in the rewards column; more are summarised by the spread alone
@@ -71,7 +71,7 @@ class RolloutsPane(Vertical):
 
     def compose(self) -> ComposeResult:
         # No cell padding: each width includes its one-space gap, which saves columns at 80x24.
-        table: DataTable = DataTable(cursor_type="row", cell_padding=0, id="rollouts-table")
+        table: DataTable = FixedTable(cursor_type="row", cell_padding=0, id="rollouts-table")
         set_columns(table, rollout_columns(self._widths))
         yield table
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import Any
 
 from rich.text import Text
@@ -13,11 +14,12 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import RowDoesNotExist
 
 from screens.format import PROMPT_MIN, clip, num, pct, prompt_width, reward_style, split_short, task_label
-from screens.widgets.columns import ColumnSpec, set_columns
-from workbench.view import SORTS, Task, TaskStats, Trajectory
+from screens.widgets.columns import ColumnSpec, FixedTable, set_columns
+from workbench.view import SORTS, Task, TaskRow, TaskStats, Trajectory
 
 NUMBERS = (("split", "split", 6), ("n", "n", 6), ("mean", "mean", 6), ("succ", "succ", 5))
 ID_WIDTH = 13
+STREAM_REDRAW_S = 1.0  # new rows redraw the table at most this often (a rebuild costs ~ one row per task)
 
 
 def task_columns(prompt: int) -> list[ColumnSpec]:
@@ -38,12 +40,14 @@ class TasksPane(Vertical):
         self.sort = SORTS[0]
         self.selected: int | None = None
         self._dirty = True
+        self._rows_changed = False  # new rows folded in, not drawn yet (drawn within STREAM_REDRAW_S)
+        self._drawn_at = 0.0
         self._prompt_width = PROMPT_MIN
 
     def compose(self) -> ComposeResult:
         # No cell padding: widths include a one-space gap. The prompt comes first and takes what the numbers
         # leave (what a person reads a task by); the task's id comes last, cut first when narrow.
-        table: DataTable = DataTable(cursor_type="row", zebra_stripes=True, cell_padding=0, id="tasks-table")
+        table: DataTable = FixedTable(cursor_type="row", zebra_stripes=True, cell_padding=0, id="tasks-table")
         set_columns(table, task_columns(self._prompt_width))
         yield table
 
@@ -81,10 +85,20 @@ class TasksPane(Vertical):
     def add_rows(self, rows: list[Trajectory]) -> None:
         if rows:
             self.stats.add(rows)
-            self._dirty = True
+            self._rows_changed = True
+
+    def merge(self, counts: list[TaskRow]) -> None:
+        """Counts of rows the feed skipped over (`TaskStats.merge`)."""
+        if counts:
+            self.stats.merge(counts)
+            self._rows_changed = True
 
     def redraw(self, *, force: bool = False) -> None:
-        """Redraw when rows changed; `force`: also before the stats are loaded (a resize: the header)."""
+        """Redraw when rows changed; `force`: also before the stats are loaded (a resize: the header).
+        A sort, a selection or a resize redraws at once; streamed rows at most every STREAM_REDRAW_S, so a
+        fast writer costs one rebuild a second, not one a poll."""
+        if self._rows_changed and time.monotonic() - self._drawn_at >= STREAM_REDRAW_S:
+            self._dirty = True
         if not self._dirty or not (self.stats.loaded or force):
             return
         # Read off the size at each draw: rows that arrive before the pane's first resize (a busy machine)
@@ -99,7 +113,8 @@ class TasksPane(Vertical):
             table.clear()
         if not self.stats.loaded:
             return
-        self._dirty = False
+        self._dirty = self._rows_changed = False
+        self._drawn_at = time.monotonic()
         for r in self.stats.sorted(self.sort):
             task = self.tasks.get(r.task_id)
             mean = r.mean_reward

@@ -82,17 +82,27 @@ from workbench.view.scores import (
     failure_shares,
     part_series,
 )
-from workbench.view.store_view import ORDERS, DryRunOutcome, Page, View, effective_order, page_key
+from workbench.view.store_view import (
+    ORDERS,
+    DryRunOutcome,
+    Feed,
+    Page,
+    View,
+    dry_run_control,
+    effective_order,
+    page_key,
+)
 from workbench.view.turns import turns
 
 __all__ = [
     "COMMANDS", "CommandSpec", "PayloadError", "Sample", "SetVerifier", "check_command", "command_spec",
     "payload_dict",  # the command table (workbench.run)
     "ACTIONS", "ERROR_BUDGET_PAUSE", "FULL_REWARD", "LIVE_STATUSES", "ORDERS", "PAUSED_STATUSES", "PART_NAMES", "SORTS", "STALE_AFTER_S", "STATUSES", "Action",
-    "Checkpoint", "Command", "DryRunOutcome", "DryRunRow", "Eval", "EvalRow", "Event", "FailureShares", "Flag", "Label",
+    "Checkpoint", "Command", "DryRunOutcome", "DryRunRow", "Eval", "EvalRow", "Event", "FailureShares", "Feed", "Flag",
+    "Label",
     "Page", "Progress", "Run", "RunState", "Step", "StoreError", "Task", "TaskRow", "TaskStats", "ToolCall", "Trajectory", "TrajectoryFilter",
     "Turn", "VerifierVersion", "View", "WorkerState", "allowed", "baseline", "baseline_value", "best_eval",
-    "builtin_verifier_code", "effective_order", "eval_flags", "eval_points", "eval_rows", "failure_shares",
+    "builtin_verifier_code", "dry_run_control", "effective_order", "eval_flags", "eval_points", "eval_rows", "failure_shares",
     "heartbeat_age", "key_action", "metric_points", "page_key", "part_series", "paused_by_errors", "sft_only", "should_promote",
     "Promotion", "on_split", "promotion", "skill_rows", "workbench_command",
     "GroupKey", "RolloutGroup", "group_key", "group_rows",

@@ -14,8 +14,13 @@ from workbench.types import ToolCall
 R = TypeVar("R")
 
 
+_NAMES: dict[type, frozenset[str]] = {}  # a record class's field names: `fields()` per row was a third of a read
+
+
 def _pick(cls: type[R], row: dict[str, Any], **overrides: Any) -> R:
-    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = frozenset(f.name for f in fields(cls))  # type: ignore[arg-type]
     return cls(**{**{k: v for k, v in row.items() if k in names}, **overrides})
 
 

@@ -110,6 +110,19 @@ class TaskStats:
                 row.classified += 1
                 row.successes += int(r.success)
 
+    def merge(self, counts: Iterable[TaskRow]) -> None:
+        """Fold in counts of rows past the snapshot that were aggregated rather than streamed (a feed that
+        skipped a backlog: `View.feed`); the caller makes sure no row is counted twice."""
+        for c in counts:
+            row = self.rows.get((c.task_id, c.split))
+            if row is None:
+                row = self.rows[(c.task_id, c.split)] = TaskRow(c.task_id, c.split, c.prompt, c.expected_tool)
+            row.attempts += c.attempts
+            row.rewarded += c.rewarded
+            row.reward_sum += c.reward_sum
+            row.classified += c.classified
+            row.successes += c.successes
+
     def sorted(self, sort: str) -> list[TaskRow]:
         rows = list(self.rows.values())
         if sort == "task":

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlite_utils
 
@@ -34,6 +34,9 @@ from workbench.view.records import (
     VerifierVersion,
 )
 from workbench.view.scores import TaskRow
+
+if TYPE_CHECKING:
+    from workbench.verifier_edit import DryRunControl
 
 ORDERS = ("id", "reward", "step")
 
@@ -168,8 +171,27 @@ class View:
         rows = self.page(TrajectoryFilter(run_id, include_superseded=True), limit=1).rows
         return rows[0].id if rows else 0
 
-    def trajectories_since(self, run_id: int, after_id: int, *, limit: int = 500) -> list[Trajectory]:
-        return [Trajectory.from_row(r) for r in store.trajectories.trajectories_since(self.db, run_id, after_id, limit=limit)]
+    def trajectories_since(self, run_id: int, after_id: int, *, limit: int = 500, newest: bool = False
+                           ) -> list[Trajectory]:
+        """Rows after `after_id`, oldest first: the first `limit` of them, or with `newest` the last `limit`."""
+        return [Trajectory.from_row(r) for r in store.trajectories.trajectories_since(self.db, run_id, after_id,
+                                                                                      limit=limit, newest=newest)]
+
+    def feed(self, run_id: int, after_id: int, *, limit: int = 500, task_id: int | None = None) -> Feed:
+        """What a live pane takes per poll, bounded however fast the worker writes: the rows after `after_id`
+        when at most `limit`, else the newest `limit` rows and, for the rows between (read by no one row by
+        row), their per-task counts and `task_id`'s per-step reward sums, aggregated in SQLite."""
+        rows = self.trajectories_since(run_id, after_id, limit=limit, newest=True)
+        if len(rows) < limit or rows[0].id <= after_id + 1:
+            return Feed(rows)
+        before = rows[0].id
+        skipped = [TaskRow(s["task_id"], s["split"], attempts=s["attempts"], rewarded=s["rewarded"],
+                           reward_sum=float(s["reward_sum"]), classified=s["classified"],
+                           successes=int(s["successes"]))
+                   for s in store.trajectories.task_sums(self.db, run_id, after_id, before)]
+        steps = ({} if task_id is None
+                 else store.trajectories.step_reward_sums(self.db, run_id, task_id, after_id, before))
+        return Feed(rows, skipped, steps, sum(r.attempts for r in skipped))
 
     def trajectory(self, trajectory_id: int) -> Trajectory | None:
         row = store.trajectories.get_trajectory(self.db, trajectory_id)
@@ -203,13 +225,14 @@ class View:
     def verifier_history(self, run_id: int) -> list[VerifierVersion]:
         return [VerifierVersion.from_row(v) for v in store.verifiers.verifier_history(self.db, run_id)]
 
-    def dry_run(self, run_id: int, code: str, *, n: int, name: str, n_eval: int = 0, min_rows: int = 1
-                ) -> DryRunOutcome:
+    def dry_run(self, run_id: int, code: str, *, n: int, name: str, n_eval: int = 0, min_rows: int = 1,
+                control: DryRunControl | None = None) -> DryRunOutcome:
         """Compile `code`, re-score the run's last `n` training and `n_eval` eval episodes with it, store the
-        version and the results (the engine's `verifier_edit.dry_run`); ok only with >= `min_rows` re-scored."""
+        version and the results (the engine's `verifier_edit.dry_run`); ok only with >= `min_rows` re-scored.
+        `control` (`dry_run_control()`): its progress, and a cancel from another thread (nothing stored)."""
         from workbench.verifier_edit import dry_run
 
-        res = dry_run(self.db, run_id, code, n=n, n_eval=n_eval, name=name, min_rows=min_rows)
+        res = dry_run(self.db, run_id, code, n=n, n_eval=n_eval, name=name, min_rows=min_rows, control=control)
         return DryRunOutcome(res.verifier_id, res.ok, res.error, res.summary, [DryRunRow.from_row(r) for r in res.rows])
 
     def enqueue(self, run_id: int, kind: str, payload: dict[str, Any] | None = None) -> int:
@@ -221,6 +244,24 @@ class View:
     def command(self, command_id: int) -> Command | None:
         row = store.commands.get_command(self.db, command_id)
         return None if row is None else Command.from_row(row)
+
+
+def dry_run_control() -> DryRunControl:
+    """Progress and cancel for a `View.dry_run` in another thread (`done`, `total`, `cancel()`)."""
+    from workbench.verifier_edit import DryRunControl
+
+    return DryRunControl()
+
+
+@dataclass(frozen=True)
+class Feed:
+    """One poll of a live run (`View.feed`): `rows`, oldest first, and what was skipped before them: per-task
+    counts (`TaskStats.merge` folds them in), one task's step -> (reward sum, n), and how many rows."""
+
+    rows: list[Trajectory]
+    skipped: list[TaskRow] = field(default_factory=list)
+    skipped_steps: dict[int, tuple[float, int]] = field(default_factory=dict)
+    skipped_rows: int = 0
 
 
 @dataclass(frozen=True)
