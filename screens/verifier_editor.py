@@ -4,7 +4,8 @@ vs new reward, label agreement), apply it through a set_verifier command, and di
 The dry run is workbench.verifier_edit.dry_run (the engine's), run in a thread worker; Apply is enabled
 only by an ok dry run of exactly the text in the editor, and a dry run is ok only when it re-scored at least
 `MIN_ROWS` trajectories (it says how many of each kind). Leaving with an edit that was not applied asks first.
-Below 120 columns the editor and the results take turns at the full height (ctrl+r).
+Below 120 columns the editor and the results take turns at the full height (ctrl+r). A dry run shows the rows
+re-scored so far, and Esc cancels it (a looping verifier's row in flight is killed; nothing is stored).
 """
 
 from __future__ import annotations
@@ -32,10 +33,12 @@ from workbench.view import (
     View,
     allowed,
     builtin_verifier_code,
+    dry_run_control,
 )
 
 if TYPE_CHECKING:
     from screens.host import Host
+    from workbench.verifier_edit import DryRunControl
 
 DRY_RUN_N = 100  # training trajectories re-scored, and the newest DRY_RUN_N // 2 eval ones
 MIN_ROWS = 8  # one group of the default G: fewer re-scored rows and the dry run is not ok (it checked too little)
@@ -43,6 +46,7 @@ DRY_HINT = (f"No dry run yet: ctrl+d re-scores the last {DRY_RUN_N} training and
             f"trajectories (at least {MIN_ROWS} in all, or it is not ok).")
 BUILTIN = "tool_call_verifier"
 NARROW = 120  # below this width the editor and the results stack vertically
+PROGRESS_S = 0.25  # how often the status line shows the dry run's rows re-scored so far
 
 
 def builtin_code(name: str) -> str:
@@ -84,6 +88,8 @@ class VerifierEditorScreen(Screen):
                 tooltip="Put the selected history version into the editor"),
         Binding("ctrl+r", "toggle_results", "Results", id="verifier.results",
                 tooltip="Narrow terminal: show the dry run's results / the editor"),
+        # While a dry run runs Esc cancels it, wherever the focus is (the editor takes Esc to move the focus).
+        Binding("escape", "cancel_dry_run", "Cancel dry run", id="verifier.cancel_dry_run", priority=True),
         Binding("escape", "back", "Back", id="verifier.back",
                 tooltip="Back (from the editor: twice; asks first when an edit was not applied)"),
     ]
@@ -100,6 +106,8 @@ class VerifierEditorScreen(Screen):
         self.dry_verifier_id: int | None = None
         self.history: list[VerifierVersion] = []
         self.running = False
+        self._control: DryRunControl | None = None  # the running dry run's progress and cancel
+        self._progress_timer: Any = None  # shows the control's progress while it runs
         self.saved_code = ""  # what the run has (or was just sent): leaving with other text asks first
 
     @property
@@ -188,6 +196,10 @@ class VerifierEditorScreen(Screen):
             return True if self.can_apply()[0] else None
         if action == "dry_run":
             return None if self.running else True
+        if action == "cancel_dry_run":
+            return self.running and self._control is not None and not self._control.cancelled
+        if action == "back" and self.running:
+            return False  # Esc is the cancel then (its priority binding); one Esc never both cancels and leaves
         if action == "toggle_results":
             return self.has_class("-narrow")
         return True
@@ -217,16 +229,38 @@ class VerifierEditorScreen(Screen):
         if self.running:
             return
         self.running = True
-        self._status(Text(f"dry run: re-scoring the last {DRY_RUN_N} trajectories…", style="yellow"))
+        self._control = dry_run_control()
+        self._status(Text(f"dry run: re-scoring the last {DRY_RUN_N} trajectories… (esc cancels)", style="yellow"))
         self.query_one("#dry-run", Button).disabled = True
-        self._dry_run(self.code, self.verifier_name)
+        self.refresh_bindings()
+        self._progress_timer = self.set_interval(PROGRESS_S, self._show_progress)
+        self._dry_run(self.code, self.verifier_name, self._control)
+
+    def _show_progress(self) -> None:
+        control = self._control
+        if not self.running or control is None:
+            return
+        if control.cancelled:
+            what = f"cancelling the dry run… ({control.done} re-scored)"
+        elif control.total is None:
+            what = "dry run: loading the verifier and reading the rows… (esc cancels)"
+        else:
+            what = f"dry run: re-scored {control.done}/{control.total}… (esc cancels)"
+        self._status(Text(what, style="yellow"))
+
+    def action_cancel_dry_run(self) -> None:
+        if self.running and self._control is not None:
+            self._control.cancel()
+            self._show_progress()
+            self.refresh_bindings()
 
     @work(thread=True, exclusive=True, group="dry-run", exit_on_error=False)
-    def _dry_run(self, code: str, name: str) -> None:
+    def _dry_run(self, code: str, name: str, control: DryRunControl) -> None:
         run_id = self.wb.run_id
         assert run_id is not None
         with View.open(self.wb.db_path) as view:
-            result = view.dry_run(run_id, code, n=DRY_RUN_N, n_eval=DRY_RUN_N // 2, name=name, min_rows=MIN_ROWS)
+            result = view.dry_run(run_id, code, n=DRY_RUN_N, n_eval=DRY_RUN_N // 2, name=name, min_rows=MIN_ROWS,
+                                  control=control)
         self.post_message(self.DryRunDone(result, code))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -252,6 +286,9 @@ class VerifierEditorScreen(Screen):
     def _finish_dry_run(self, result: DryRunOutcome | None, error: str | None,
                         summary: dict[str, Any] | None = None) -> None:
         self.running = False
+        if self._progress_timer is not None:
+            self._progress_timer.stop()
+            self._progress_timer = None
         self.query_one("#dry-run", Button).disabled = False
         self.query_one(TabbedContent).active = "tab-dry"
         if error is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from textual.widgets import Button, DataTable, TextArea
 
@@ -171,3 +173,52 @@ async def test_the_editor_is_usable_at_80x24(fake):
         await pilot.press("ctrl+r")  # back to the editor
         await pilot.pause(0.1)
         assert editor.display and editor.has_focus and editor.size.height >= 20
+
+
+# Scores two rows, then loops forever on the third (in its worker process): only a kill ends that row early.
+HANGS_ON_THIRD = '''
+_rows = 0
+
+
+def reward(output, task):
+    global _rows
+    _rows += 1
+    while _rows > 2:
+        pass
+    return 0.0
+'''
+
+
+async def test_esc_cancels_a_dry_run_in_flight_and_stores_nothing(fake):
+    """The status line counts rows re-scored; Esc kills the looping row's worker within a second or two, the
+    editor stays open, and no version is stored (so none can be applied)."""
+    import time
+
+    app = WorkbenchApp(fake.db_path, poll_s=0.2)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_editor(pilot)
+        screen.query_one("#code", TextArea).load_text(HANGS_ON_THIRD)
+        await pilot.press("ctrl+d")
+        await wait_until(pilot, lambda: "re-scored 2/52" in plain(screen.query_one("#ve-status")), timeout=30,
+                         what="the progress line")
+        control = screen._control
+        assert control is not None and control.verifier is not None
+        pids = list(control.verifier.pids)
+        assert pids  # the worker is busy on the third row
+        t0 = time.monotonic()
+        await pilot.press("escape")  # the editor has the focus: Esc still reaches the cancel
+        await wait_until(pilot, lambda: not screen.running, timeout=5, what="the cancelled dry run")
+        assert time.monotonic() - t0 < 2.5
+        assert app.screen is screen  # the Esc cancelled; it did not leave
+        assert "cancelled after 2 of 52" in plain(screen.query_one("#ve-status"))
+        assert screen.query_one("#apply", Button).disabled and screen.dry_verifier_id is None
+        db = store.open_db(fake.db_path)
+        try:
+            versions = store.verifiers.verifier_history(db, fake.run_id)
+        finally:
+            db.conn.close()
+        assert len(versions) == 1 and versions[0]["code"] != HANGS_ON_THIRD  # only the seed version
+        for pid in pids:  # the looping worker is gone (reaped by the scoring thread)
+            assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+        await pilot.press("escape", "escape")  # nothing runs now: Esc is Back again (from the editor: twice)
+        await wait_until(pilot, lambda: app.screen is not screen, what="the leave prompt")
