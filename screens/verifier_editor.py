@@ -38,7 +38,7 @@ from workbench.view import (
 
 if TYPE_CHECKING:
     from screens.host import Host
-    from workbench.verifier_edit import DryRunControl
+    from workbench.view.store_view import DryRunControl  # (its home: workbench.verifier_edit)
 
 DRY_RUN_N = 100  # training trajectories re-scored, and the newest DRY_RUN_N // 2 eval ones
 MIN_ROWS = 8  # one group of the default G: fewer re-scored rows and the dry run is not ok (it checked too little)

@@ -46,6 +46,7 @@ CLASS_CODES = {
     "workbench.run.commands.PayloadError": 2,
     "workbench.domains.calendar.world.ToolError": 70,
     "workbench.safe_points.Interrupted": 70,
+    "workbench.verifier_edit.DryRunCancelled": 70,
     "workbench.verifiers.base.BadReturn": 70,
     "workbench.verifiers.judge.JudgeTimeout": 70,
 }

@@ -331,3 +331,20 @@ def test_gradient_nonzero_when_ratio_is_one(loss_type, level):
     assert loss.item() == pytest.approx(value, abs=1e-12)
     assert logps.grad.abs().sum() > 0
     assert m["clip_ratio/region_mean"] == 0.0
+
+
+def test_step_advantages_skip_failed_rows_scale_over_the_batch_and_drop_flat_groups():
+    from workbench.learn.grpo import has_spread, step_advantages
+
+    groups = [[1.0, 0.0, None, 1.0], [0.5, 0.5, 0.5], [None, 2.0]]
+    adv, keep = step_advantages(groups, "group")
+    assert adv[0][2] is None and adv[2] == [None, None]  # a failed row, and a group of one valid reward
+    assert sum(a for a in adv[0] if a is not None) == pytest.approx(0.0, abs=1e-9)
+    assert adv[1] == [0.0, 0.0, 0.0] and keep == [True, True, False]
+    _, keep = step_advantages(groups, "group", drop_flat=True)
+    assert keep == [True, False, False]  # DAPO: a group without spread teaches nothing
+    batch, _ = step_advantages(groups, "batch")
+    every = torch.tensor([1.0, 0.0, 1.0, 0.5, 0.5, 0.5, 2.0])
+    centred = torch.tensor([1.0, 0.0, 1.0]) - 2 / 3
+    assert [a for a in batch[0] if a is not None] == pytest.approx((centred / (every.std() + 1e-4)).tolist())
+    assert has_spread([1.0, 0.0]) and not has_spread([0.3, 0.3]) and not has_spread([1.0])

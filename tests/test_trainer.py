@@ -166,8 +166,8 @@ def test_resume_reproduces_the_next_step(tiny_model, tmp_path, verifier_path, kl
 
 def test_verifier_errors_are_recorded_and_excluded(tiny_model, tmp_path):
     p = tmp_path / "flaky.py"
-    p.write_text("def reward(output, task):\n    if len(output) % 2:\n        raise KeyError('boom')\n"
-                 "    return float(len(output) % 3)\n")
+    p.write_text("REWARD_RANGE = (0, 2)\n\ndef reward(output, task):\n    if len(output) % 2:\n"
+                 "        raise KeyError('boom')\n    return float(len(output) % 3)\n")
     db = store.open_db(tmp_path / "wb.db")
     t = Trainer(tiny_cfg(tiny_model, tmp_path, str(p), max_steps=1), db)
     metrics = t.train_step()

@@ -454,8 +454,7 @@ class Trainer:
     @staticmethod
     def _informative(grp: list[Scored]) -> bool:
         """A group the update learns from under dynamic sampling (as `_advantages` decides `keep`)."""
-        valid = [s.score.total for s in grp if s.score.error is None]
-        return len(valid) >= 2 and float(torch.tensor(valid).std()) >= 1e-8
+        return grpo.has_spread([s.score.total for s in grp if s.score.error is None])
 
     def _refill(self, step: int, tasks: list[Task], sampling: Sampling, groups: list[list[Scored]]) -> bool:
         """DAPO dynamic sampling: zero-variance groups are dropped from the update, so roll out prompts the step
@@ -485,35 +484,14 @@ class Trainer:
         return True
 
     def _advantages(self, groups: list[list[Scored]]) -> tuple[list[list[float | None]], dict[str, float], list[bool]]:
-        """Advantages per group over its members the verifier scored (errors get none and no gradient)."""
-        advantages: list[list[float | None]] = []
-        keep: list[bool] = []
-        all_rewards: list[float] = []
-        valid_groups: list[list[float]] = []
-        for grp in groups:
-            valid = [s.score.total for s in grp if s.score.error is None]
-            all_rewards += valid
-            if len(valid) >= 2:
-                valid_groups.append(valid)
-        batch_std = torch.tensor(all_rewards).std().item() if len(all_rewards) > 1 else 0.0
-        dynamic = self.cfg.dynamic_sampling  # the config has its algorithm's presets applied (config.py)
-        for grp in groups:
-            idx = [i for i, s in enumerate(grp) if s.score.error is None]
-            adv: list[float | None] = [None] * len(grp)
-            if len(idx) >= 2:
-                r = torch.tensor([grp[i].score.total for i in idx], dtype=torch.float64)
-                # Groups differ in size when a verifier errored, so "batch" scaling is applied here, over
-                # the whole step's valid rewards, rather than inside one group's call.
-                scaling = self.cfg.scale_rewards
-                scale = "none" if scaling == "batch" else scaling
-                a = grpo.group_advantages(r, len(idx), scale_rewards=scale, leave_one_out=self.cfg.leave_one_out)
-                if scaling == "batch":
-                    a = a / (batch_std + 1e-4)
-                for i, v in zip(idx, a.tolist(), strict=True):
-                    adv[i] = v
-            advantages.append(adv)
-            zero_var = len(idx) < 2 or float(torch.tensor([grp[i].score.total for i in idx]).std()) < 1e-8
-            keep.append(len(idx) >= 2 and not (dynamic and zero_var))
+        """Advantages per group over its members the verifier scored (errors get none and no gradient), the
+        groups the update keeps (learn.grpo.step_advantages), and the step's reward metrics."""
+        rewards = [[s.score.total if s.score.error is None else None for s in grp] for grp in groups]
+        # the config has its algorithm's presets applied (config.py): dapo drops flat groups
+        advantages, keep = grpo.step_advantages(rewards, self.cfg.scale_rewards, self.cfg.leave_one_out,
+                                                drop_flat=bool(self.cfg.dynamic_sampling))
+        all_rewards = [r for grp in rewards for r in grp if r is not None]
+        valid_groups = [v for v in ([r for r in grp if r is not None] for grp in rewards) if len(v) >= 2]
         stds = [float(torch.tensor(v).std()) for v in valid_groups]
         metrics = {
             "reward": sum(all_rewards) / len(all_rewards) if all_rewards else float("nan"),

@@ -24,6 +24,7 @@ import store
 from workbench.config import config_from_dict
 from workbench.envs import env_for_config
 from workbench.envs.tool_parsers import NO_CALL
+from workbench.errors import InternalError
 from workbench.types import Output, Task, ToolCall
 from workbench.verifiers import AnyVerifier, VerifierCompileError, VerifierError, load_verifier_code
 
@@ -75,8 +76,9 @@ class DryRunControl:
         self._finished.set()
 
 
-class DryRunCancelled(Exception):
-    """The dry run was cancelled (`DryRunControl.cancel`): nothing is stored."""
+class DryRunCancelled(InternalError):
+    """The dry run was cancelled (`DryRunControl.cancel`): nothing is stored. Control flow, like
+    `Interrupted`: the editor catches it; it never reaches the command line."""
 
 
 # Rows a chunk: one per worker process, so a cancel between chunks waits for at most one row a worker, and

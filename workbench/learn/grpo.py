@@ -9,6 +9,7 @@ rather than intuition the docstring says so.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import get_args
 
 import torch
@@ -93,6 +94,39 @@ def group_advantages(
         std = flat.std() if flat.numel() > 1 else flat.new_zeros(())
         adv = adv / (std + eps)
     return adv.reshape(rewards.shape)
+
+
+def has_spread(rewards: Sequence[float]) -> bool:
+    """At least two rewards and not all equal: a group the update learns from (its advantages are not all 0)."""
+    return len(rewards) >= 2 and float(torch.tensor(list(rewards)).std()) >= 1e-8
+
+
+def step_advantages(groups: Sequence[Sequence[float | None]], scale_rewards: ScaleRewards,
+                    leave_one_out: bool = False, drop_flat: bool = False
+                    ) -> tuple[list[list[float | None]], list[bool]]:
+    """Advantages for a step's groups whose rows may lack a reward (None: the verifier failed on that row; it
+    gets no advantage and no gradient), so groups differ in size; and which groups the update keeps (at least
+    two rewards, and with `drop_flat`, DAPO's dynamic sampling, some spread). "batch" scaling divides by the
+    std of every reward of the step, so it is applied here rather than inside one group's call."""
+    every = [r for grp in groups for r in grp if r is not None]
+    batch_std = torch.tensor(every).std().item() if len(every) > 1 else 0.0
+    advantages: list[list[float | None]] = []
+    keep: list[bool] = []
+    for grp in groups:
+        idx = [i for i, r in enumerate(grp) if r is not None]
+        adv: list[float | None] = [None] * len(grp)
+        valid = [float(grp[i]) for i in idx]  # type: ignore[arg-type]
+        if len(idx) >= 2:
+            r = torch.tensor(valid, dtype=torch.float64)
+            scale = "none" if scale_rewards == "batch" else scale_rewards
+            a = group_advantages(r, len(idx), scale_rewards=scale, leave_one_out=leave_one_out)
+            if scale_rewards == "batch":
+                a = a / (batch_std + 1e-4)
+            for i, v in zip(idx, a.tolist(), strict=True):
+                adv[i] = v
+        advantages.append(adv)
+        keep.append(len(idx) >= 2 and not (drop_flat and not has_spread(valid)))
+    return advantages, keep
 
 
 def overlong_penalty(length: int, max_completion_length: int, buffer: int) -> float:
