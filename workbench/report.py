@@ -150,21 +150,12 @@ def print_report(db: str, run_id: int, *, mode: str = "greedy", as_json: bool = 
         console.print(table)
         ms_header, ms_lines = multi_step_rows(rows)
         if ms_lines:  # judged on the world's final state: single calls beside them, then one row per kind
-            table = Table(title=f"{split}: multi-step success per kind, single calls beside them")
-            for col in ms_header:
-                table.add_column(col, justify="left" if col == "multi-step" else "right")
-            for line in ms_lines:
-                table.add_row(*line)
-            console.print(table)
+            console.print(_table(f"{split}: multi-step success per kind, single calls beside them", ms_header,
+                                 ms_lines))
         header, lines = skill_rows(rows, multi_step=not ms_lines)
         lines += wrapper_rows(rows)
         if lines:
-            skills = Table(title=f"{split}: success per skill")
-            for col in header:
-                skills.add_column(col, justify="left" if col == "skill" else "right")
-            for line in lines:
-                skills.add_row(*line)
-            console.print(skills)
+            console.print(_table(f"{split}: success per skill", header, lines))
     print(promotion_footnote(eval_rows(evals, checkpoints, "greedy", split="validation")))
     print("no call: share of no-call tasks (expected_tool null) answered without a call; parallel: success on"
           " tasks expecting several calls in one turn; '-' where the split has none")
@@ -180,3 +171,15 @@ def print_report(db: str, run_id: int, *, mode: str = "greedy", as_json: bool = 
     # Last, so it is what a reader (or `tail -1`) takes away. Promotion reads greedy validation evals only.
     print(deploy_line(run_id, checkpoints, eval_rows(evals, checkpoints, "greedy", split="validation"), decisions))
     return 0
+
+
+def _table(title: str, header: list[str], lines: list[list[str]]) -> Any:
+    """A rich table whose first column is a label (left) and the rest numbers (right)."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for i, col in enumerate(header):
+        table.add_column(col, justify="left" if i == 0 else "right")
+    for line in lines:
+        table.add_row(*line)
+    return table

@@ -118,20 +118,21 @@ def state_diff(before: dict[str, Any], after: dict[str, Any]) -> list[Change]:
     out: list[Change] = []
     for key in STATE_KEYS:
         b, a = list(before.get(key) or []), list(after.get(key) or [])
-        left = Counter(_key(x) for x in a)
-        for item in b:
-            k = _key(item)
-            if left[k]:
-                left[k] -= 1
-            else:
-                out.append(Change("-", key, item))
-        left = Counter(_key(x) for x in b)
-        for item in a:
-            k = _key(item)
-            if left[k]:
-                left[k] -= 1
-            else:
-                out.append(Change("+", key, item))
+        out += [Change("-", key, item) for item in _not_in(b, a)]
+        out += [Change("+", key, item) for item in _not_in(a, b)]
+    return out
+
+
+def _not_in(items: list[Any], other: list[Any]) -> list[Any]:
+    """The items of `items` left once each is matched with an equal one of `other` (a multiset difference)."""
+    left = Counter(_key(x) for x in other)
+    out = []
+    for item in items:
+        k = _key(item)
+        if left[k]:
+            left[k] -= 1
+        else:
+            out.append(item)
     return out
 
 
