@@ -26,18 +26,20 @@ import torch
 import store
 from workbench import checkpoint as ckpt
 from workbench import metric_log
-from workbench.config import Config
+from workbench.config import Config, ConfigError
 from workbench.envs import bind_tokenizer, env_for_config
 from workbench.eval import EvalResult, evaluate
 from workbench.learn import grpo
 from workbench.learn.sft import run_sft
 from workbench.learn.sft_native import env_sft_examples, native_sft_rows
 from workbench.learn.update import policy_update, update_items
+from workbench.memory_fit import check_step_fits
 from workbench.models import Policy, load_policy
 from workbench.progress import Progress, eval_label
 from workbench.prompt_fit import check_prompts_fit, model_context
 from workbench.prompt_sampler import GroupSeen, SpreadSampler, skill_success_from_eval
 from workbench.rollout.runner import Rollout, Sampling, run_rollouts
+from workbench.rollout.turn_tokens import first_prompt
 from workbench.run.inputs import new_run, prepare
 from workbench.run.recorder import EvalPart, Recorder, Scored, expected_parts, missing_parts, task_row
 from workbench.safe_points import Interrupted, layer_safe_points
@@ -145,6 +147,14 @@ class Trainer:
         for w in fit:
             self.log(f"warning: {w}")
             store.runs.add_event(db, run_id, "warning", w)
+        if self.rl_tasks:  # a step the machine cannot hold is refused now, not after minutes (workbench/memory_fit.py)
+            try:
+                start = getattr(self.env, "prompt_episode", self.env.start)  # an MCP env: no server taken
+                first = first_prompt(self.policy.tokenizer, start(self.rl_tasks[0]))
+                check_step_fits(self.policy.model, cfg, len(first), self.policy.device)
+            except ConfigError:
+                getattr(self.env, "close", lambda: None)()
+                raise
         if cfg.adapter == "full" and cfg.beta > 0 and not self._kl_to_sft:
             # KL to the initial weights: copy them now, before an SFT warm-up, a step or a resume's checkpoint
             # changes them (a reference taken lazily later would be whatever the policy is then).
