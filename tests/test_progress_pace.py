@@ -36,3 +36,15 @@ def test_an_eval_batch_in_flight_and_a_refill_round_are_named():
                      "refills": 4})
     assert line == "step 2/8 rollout 12/48 tok (refill 1/4)"
     assert "refill" not in describe({"phase": "rollout", "done": 12, "total": 48, "step": 2, "max_steps": 8})
+
+
+def test_paused_time_is_counted_apart_so_a_step_time_leaves_it_out():
+    now = [0.0]
+    p = Progress(None, None, lambda m: None, clock=lambda: now[0])
+    assert p.paused_s == 0.0
+    p.pause()
+    now[0] += 30.0
+    assert p.paused_s == 30.0  # counted while it lasts
+    p.resume()
+    now[0] += 5.0
+    assert p.paused_s == 30.0

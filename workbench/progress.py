@@ -102,6 +102,12 @@ class Progress:
             self._paused_s += self.clock() - self._paused_at
             self._paused_at = None
 
+    @property
+    def paused_s(self) -> float:
+        """Seconds spent paused so far (a pause in progress counts up to now)."""
+        ongoing = self.clock() - self._paused_at if self._paused_at is not None else 0.0
+        return self._paused_s + ongoing
+
     def _active(self) -> float:
         """The clock less the time spent paused (frozen while paused)."""
         now = self._paused_at if self._paused_at is not None else self.clock()

@@ -316,6 +316,7 @@ class Trainer:
         """One GRPO step; None when a stop was requested part-way (nothing updated, rows to supersede)."""
         step = self.step + 1
         t0 = time.perf_counter()
+        paused0 = self.progress.paused_s  # time paused inside the step is not the step's: the ETA reads it
         # What shapes the step is read once, here: the update uses the temperature the step sampled with and
         # the learning rate it started with, whatever a driver changes at a safe point meanwhile.
         sampling = Sampling(self.cfg.max_completion_length, self.temperature, self.cfg.top_p)
@@ -360,7 +361,7 @@ class Trainer:
         metrics = {
             **group_metrics, **update_metrics, **self._completion_metrics(groups), **refill,
             "learning_rate": self._lr_at(step, lr), "temperature": sampling.temperature,
-            "step_time_s": time.perf_counter() - t0, "rollout_time_s": rollout_s, "update_time_s": update_s,
+            "step_time_s": time.perf_counter() - t0 - (self.progress.paused_s - paused0), "rollout_time_s": rollout_s, "update_time_s": update_s,
             "tokens_per_s": tokens / rollout_s if rollout_s > 0 else 0.0, "verifier_id": self.verifier_id,
             "verifier_error_frac": errors / n_rows if n_rows else 0.0,
         }
