@@ -58,6 +58,8 @@ async def test_dashboard_fills_all_panes(fake):
         for part in ("fake-grpo", "running", "step 5/100", "tool_call_verifier v1", "ckpt @5", "worker ✓", "ETA"):
             assert part in status, part
         assert not dash.query_one(Banner).has_class("-shown")
+        # The scores pane reads its step in a thread (it must not hold up the UI under a fast writer).
+        await wait_until(pilot, lambda: "step 5" in plain(dash.query_one("#scores-body")), what="scores pane")
         scores = plain(dash.query_one("#scores-body"))
         assert "step 5" in scores and "bad JSON" in scores and "valid_json" in scores
 
