@@ -16,7 +16,7 @@ from workbench.config import ConfigError, McpServerConfig, config_from_dict, loa
 from workbench.envs import McpEnv  # noqa: E402
 from workbench.envs.harness import DEFAULT_PREFILL  # noqa: E402
 from workbench.envs.mcp_env import McpConfigError  # noqa: E402
-from workbench.mcp_check import check_mcp_servers  # noqa: E402
+from workbench.mcp.check import check_mcp_servers  # noqa: E402
 from workbench.types import Task  # noqa: E402
 from workbench.verifiers import load_verifier_file  # noqa: E402
 

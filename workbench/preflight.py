@@ -45,7 +45,7 @@ def check_sources(cfg: Any, path: str | None = None) -> SourcesOk:
     the model path and the metric logger, so bad files are reported before a run exists (MCP errors name the
     line of `path`, the config file)."""
     from workbench.config import ConfigError
-    from workbench.mcp_check import check_mcp_servers
+    from workbench.mcp.check import check_mcp_servers
     from workbench.metric_log import MetricLogUnavailable, check_log_to
     from workbench.run.inputs import prepare
     from workbench.verifiers import VerifierCompileError, VerifierError, get_verifier

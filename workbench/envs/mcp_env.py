@@ -10,7 +10,7 @@ the native environment's (native.py): the servers' specs go to the chat template
 order), assistant turns carry `tool_calls` and each result is a `role: "tool"` message with its
 `tool_call_id`. Either way the verifier gets the same parsed `ToolCall`s.
 
-Each episode acquires its own process of every server from a pool (workbench.mcp_client.ServerPool), so the
+Each episode acquires its own process of every server from a pool (workbench.mcp.client.ServerPool), so the
 G episodes of a group never share state, and releases it when it ends (reset or restarted). After the last
 turn the server's `state_tool`, when configured, is called (not by the model) and its result becomes
 `Output.state`, which a verifier compares with `task.expected_state`.
@@ -35,7 +35,7 @@ from workbench.envs.native import UNRESOLVED_PARSER, assistant_message, call_id,
 from workbench.envs.parse import parse_tool_call
 from workbench.envs.tool_parsers import NO_CALL, parse_reply
 from workbench.errors import InputError
-from workbench.mcp_client import ServerFailed, ServerPool, ServerProcess
+from workbench.mcp.client import ServerFailed, ServerPool, ServerProcess
 from workbench.tasks import openai_tool_spec
 from workbench.types import Output, Task, ToolCall
 

@@ -1,6 +1,6 @@
 """Start an MCP server command under resource limits, then become it (exec).
 
-    python workbench/mcp_limits.py MEMORY_MB CPU_S PIDFILE -- COMMAND [ARGS...]
+    python workbench/mcp/limits.py MEMORY_MB CPU_S PIDFILE -- COMMAND [ARGS...]
 
 Run by path (not `-m`) so that it imports nothing of the workbench before the exec. It sets RLIMIT_AS
 (address space), RLIMIT_CPU and RLIMIT_FSIZE, asks the kernel to kill it when its parent dies (a trainer
@@ -32,7 +32,7 @@ def _die_with_parent() -> None:
 
 def main(argv: list[str]) -> None:
     if len(argv) < 5 or argv[3] != "--":
-        sys.exit("usage: mcp_limits.py MEMORY_MB CPU_S PIDFILE -- COMMAND [ARGS...]")
+        sys.exit("usage: limits.py MEMORY_MB CPU_S PIDFILE -- COMMAND [ARGS...]")
     memory = int(argv[0]) << 20
     cpu = int(argv[1])
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))

@@ -11,7 +11,7 @@ Failures are kept apart on purpose:
 - a server that dies, hangs past the call timeout or cannot start raises `ServerFailed`: not the model's
   doing, so the episode fails with that reason, the process is killed and a fresh one takes its place.
 
-Servers run through `workbench/mcp_limits.py` (resource limits, dies with its parent) with a stripped
+Servers run through `workbench/mcp/limits.py` (resource limits, dies with its parent) with a stripped
 environment and a temporary working directory. That is hygiene, not a security sandbox (see there).
 """
 
@@ -35,7 +35,7 @@ from typing import Any
 from workbench.config import McpServerConfig
 from workbench.errors import RunLostError, UnavailableError
 
-LIMITS_SCRIPT = Path(__file__).with_name("mcp_limits.py")
+LIMITS_SCRIPT = Path(__file__).with_name("limits.py")
 STDERR_TAIL = 400  # characters of a dead server's stderr kept in the reason
 
 

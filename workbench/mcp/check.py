@@ -9,7 +9,7 @@ from pathlib import Path
 
 from workbench.config import Config, ConfigError, _key_lines
 from workbench.envs.mcp_env import FINISH, McpConfigError, McpEnv
-from workbench.mcp_client import McpUnavailable, require_mcp
+from workbench.mcp.client import McpUnavailable, require_mcp
 from workbench.tasks import load_task_source
 
 
