@@ -100,7 +100,7 @@ def missing_parts(db: sqlite_utils.Database, evals: Sequence[dict[str, Any]], ex
     missing = []
     for name in expected:
         e = by_name.get(name)
-        n = (e or {}).get("tasks", {}).get("n") if e else None
+        n = (e.get("tasks") or {}).get("n") if e else None
         if e is None or rows.get(e["id"], 0) == 0 or (isinstance(n, int) and rows.get(e["id"], 0) < n):
             missing.append(name)
     return missing
