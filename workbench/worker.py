@@ -111,12 +111,15 @@ class WorkerHooks(Hooks):
             reason, self.pause_reason = self.pause_reason, None
             if reason:
                 self.log(self._resume_hint())
-            trainer.progress.pause()  # the phase's rate and ETA stand still while paused
+            progress = getattr(trainer, "progress", None)  # the phase's rate and ETA stand still while paused
+            if progress is not None:
+                progress.pause()
             try:
                 self.loop.hold(trainer, where, reason or f"paused at {where} of step {trainer.step + 1}",
                                outer=outer, while_paused=self.while_paused)
             finally:
-                trainer.progress.resume()
+                if progress is not None:
+                    progress.resume()
         # One step, one verifier version: a new one starts at a step boundary.
         if self.pending_verifier is not None and where in STEP_BOUNDARIES:
             self._apply_verifier(trainer)
