@@ -41,6 +41,8 @@ async def test_sft_loss_is_plotted_as_it_comes_and_the_status_has_an_eta(tmp_pat
         await wait_until(pilot, lambda: len(curves.sft) == 6, what="the SFT losses")
         assert curves.curve.key == "sft_loss" and "SFT loss" in curves.border_title
         assert [s for s, _ in curves.sft] == [1, 2, 3, 4, 5, 6]
+        # The status bar reads the newest progress on its own poll: wait for it, then check what it says.
+        await wait_until(pilot, lambda: "SFT 6/160" in plain(dash.query_one(StatusBar)), what="the SFT progress")
         status = plain(dash.query_one(StatusBar))
         assert "SFT 6/160 loss 0.167" in status and "5m08s left" in status  # 0.5 steps/s, 154 to go
         # The first GRPO step: the pane turns to the reward by itself (the user had not picked a curve).
