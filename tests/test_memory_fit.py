@@ -19,6 +19,9 @@ def test_the_estimate_counts_kv_heads_layers_tokens_and_the_vocabulary():
     need = step_memory_bytes(cfg, sequences=8, tokens=100, dtype_bytes=4, micro_batch=16)
     assert need["kv_cache"] == 2 * 2 * 2 * 16 * 4 * 8 * 100  # K and V, layers, kv heads, head dim, bytes
     assert need["update_logits"] == 2 * 4 * 8 * 100 * 1000  # the 8 sequences fit one micro-batch
+    # the update's LM head sees the completion positions only
+    need = step_memory_bytes(cfg, sequences=8, tokens=100, dtype_bytes=4, micro_batch=16, completion_tokens=20)
+    assert need["update_logits"] == 2 * 4 * 8 * 20 * 1000
 
 
 def test_a_step_that_cannot_fit_is_refused_before_the_run_trains(tiny_model, tmp_path, verifier_path,  # noqa: F811

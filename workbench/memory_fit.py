@@ -3,7 +3,7 @@ what the device has free.
 
 What grows with the config's sizes is the rollout's KV cache (every sequence of a step decodes at once:
 prompts_per_step x num_generations_per_prompt sequences, each its prompt plus max_completion_length tokens a
-turn) and the update's float32 logits for a micro-batch (vocabulary x tokens). Both are estimated from the
+turn) and the update's float32 logits for a micro-batch (vocabulary x completion tokens). Both are estimated from the
 loaded model's config; the check runs in `Trainer.__init__` right after the model loads (the first place that
 knows the model's shape) and refuses with the keys to lower. An estimate, not a bound: activations, the
 optimizer and the allocator's slack come on top, so it only refuses what cannot possibly fit.
@@ -18,8 +18,9 @@ GIB = 1 << 30
 
 
 def step_memory_bytes(model_config: Any, *, sequences: int, tokens: int, dtype_bytes: int,
-                      micro_batch: int) -> dict[str, int]:
-    """Bytes of the rollout's KV cache and of the update's logits (float32, log-softmax beside them)."""
+                      micro_batch: int, completion_tokens: int | None = None) -> dict[str, int]:
+    """Bytes of the rollout's KV cache (`tokens` a sequence) and of the update's logits (float32, log-softmax
+    beside them), which only the completion positions reach (`logits_to_keep`, workbench/learn/logprobs.py)."""
     layers = int(getattr(model_config, "num_hidden_layers", 0) or 0)
     heads = int(getattr(model_config, "num_attention_heads", 1) or 1)
     kv_heads = int(getattr(model_config, "num_key_value_heads", None) or heads)
@@ -27,7 +28,8 @@ def step_memory_bytes(model_config: Any, *, sequences: int, tokens: int, dtype_b
     head_dim = int(getattr(model_config, "head_dim", None) or (hidden // heads if heads else 0))
     vocab = int(getattr(model_config, "vocab_size", 0) or 0)
     kv = 2 * layers * kv_heads * head_dim * dtype_bytes * sequences * tokens
-    logits = 2 * 4 * min(micro_batch, sequences) * tokens * vocab
+    logit_tokens = tokens if completion_tokens is None else completion_tokens
+    logits = 2 * 4 * min(micro_batch, sequences) * logit_tokens * vocab
     return {"kv_cache": kv, "update_logits": logits}
 
 
@@ -59,7 +61,7 @@ def check_step_fits(model: Any, cfg: Any, prompt_tokens: int, device: Any, *, mi
     tokens = prompt_tokens + turns * cfg.max_completion_length
     dtype_bytes = next(model.parameters()).element_size()
     need = step_memory_bytes(model.config, sequences=sequences, tokens=tokens, dtype_bytes=dtype_bytes,
-                             micro_batch=micro_batch)
+                             micro_batch=micro_batch, completion_tokens=turns * cfg.max_completion_length)
     total = sum(need.values())
     if total > free:
         raise ConfigError(
