@@ -656,8 +656,7 @@ class Trainer:
             keys[(step, group)] = key_of.get(task_id, f"task:{task_id}")
             if reward is not None:
                 rewards.setdefault((step, group), []).append(reward)
-        self.groups_seen = [GroupSeen(keys[g], len(rewards.get(g, [])) >= 2
-                                      and float(torch.tensor(rewards[g]).std()) >= 1e-8) for g in keys]
+        self.groups_seen = [GroupSeen(keys[g], grpo.has_spread(rewards.get(g, []))) for g in keys]
         validation = [e for e in store.metrics.list_evals(self.db, self.run_id, mode="greedy")
                       if e["step"] <= self.step and (e["tasks"] or {}).get("split", "held_out") != "test"]
         self.eval_skills = skill_success_from_eval(validation[-1]["metrics"]) if validation else {}

@@ -116,10 +116,10 @@ class Recorder:
 
     def task_id(self, task: Task) -> int:
         """The task's row id, added on first sight (the TRL callback meets its tasks as TRL samples them)."""
-        key = task_row(task)["key"]
-        if key not in self.task_ids:
-            self.task_ids.update(store.tasks.add_tasks(self.db, [task_row(task)]))
-        return self.task_ids[key]
+        row = task_row(task)
+        if row["key"] not in self.task_ids:
+            self.task_ids.update(store.tasks.add_tasks(self.db, [row]))
+        return self.task_ids[row["key"]]
 
     def row(self, s: Scored, verifier_id: int | None, **fields: Any) -> dict[str, Any]:
         """A trajectory row of one of our rollouts: the episode, its tokens, its score and `fields`."""
