@@ -69,6 +69,7 @@ class Initial:
     generation: int = 0
     sft: list[tuple[int, float]] = field(default_factory=list)  # the SFT warm-up's (step, loss)
     sft_event: int = 0  # the last event read for them
+    policies: dict[int, str] = field(default_factory=dict)  # eval id -> policy name (the Tasks pane's column)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -181,6 +182,7 @@ class DashboardScreen(Screen):
                 generation=generation,
             )
             data.sft, data.sft_event = view.sft_losses(run_id)
+            data.policies = view.policy_labels(run_id)
         self.post_message(self.Loaded(data))
 
     def on_dashboard_screen_loaded(self, message: Loaded) -> None:
@@ -195,6 +197,7 @@ class DashboardScreen(Screen):
         self._feeding = self._score_loading = False  # an older generation's reads are ignored when they land
         tasks_pane, rollouts = self.query_one(TasksPane), self.query_one(RolloutsPane)
         tasks_pane.tasks = rollouts.tasks = self.tasks
+        tasks_pane.policies = d.policies
         tasks_pane.stats.load(d.stats, d.boundary)
         tasks_pane.redraw()
         if self.task_filter is None:
@@ -273,6 +276,10 @@ class DashboardScreen(Screen):
             if task:
                 self.tasks[tid] = task
         tasks_pane = self.query_one(TasksPane)
+        # An eval and its rows are written in one transaction: rows of an eval not named yet mean a new eval.
+        new_evals = {r.eval_id for r in [*live, *feed.skipped] if r.eval_id is not None} - tasks_pane.policies.keys()
+        if new_evals and self.wb.run_id is not None:
+            tasks_pane.policies = view.policy_labels(self.wb.run_id)
         if feed.skipped:
             self.skipped_rows += feed.skipped_rows
             tasks_pane.merge(feed.skipped)

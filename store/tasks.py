@@ -49,15 +49,17 @@ def list_tasks(db: sqlite_utils.Database, *, dataset: str | None = None, split: 
 
 
 def task_stats(db: sqlite_utils.Database, run_id: int) -> list[dict[str, Any]]:
-    """Per task and split of the live rows: attempts, rewarded (rows with a reward) and their reward sum,
-    classified (rows with a stored outcome) and successes (outcome.success, the engine's rule)."""
+    """Per task, split and eval of the live rows (eval_id NULL: rows of no eval, the training rollouts of every
+    step): attempts, rewarded (rows with a reward) and their reward sum, classified (rows with a stored outcome)
+    and successes (outcome.success, the engine's rule). Two evals of one task are two rows: each is one policy."""
     return decode(
         db.execute(
-            "SELECT t.task_id, t.split, k.prompt, k.expected_tool, COUNT(*) AS attempts, COUNT(t.reward) AS rewarded, "
-            "COALESCE(SUM(t.reward), 0.0) AS reward_sum, COUNT(t.outcome) AS classified, "
+            "SELECT t.task_id, t.split, t.eval_id, k.prompt, k.expected_tool, COUNT(*) AS attempts, "
+            "COUNT(t.reward) AS rewarded, COALESCE(SUM(t.reward), 0.0) AS reward_sum, COUNT(t.outcome) AS classified, "
             "COALESCE(SUM(json_extract(t.outcome, '$.success')), 0) AS successes "
             "FROM trajectories t JOIN tasks k ON k.id = t.task_id "
-            "WHERE t.run_id = ? AND t.superseded = 0 GROUP BY t.task_id, t.split ORDER BY t.task_id",
+            "WHERE t.run_id = ? AND t.superseded = 0 GROUP BY t.task_id, t.split, t.eval_id "
+            "ORDER BY t.task_id, t.split, t.eval_id",
             [run_id],
         )
     )

@@ -296,14 +296,15 @@ def trajectories_since(
 
 
 def task_sums(db: sqlite_utils.Database, run_id: int, after_id: int, before_id: int) -> list[dict[str, Any]]:
-    """Per task and split, the live rows with after_id < id < before_id: attempts, rewarded, reward_sum,
+    """Per task, split and eval, the live rows with after_id < id < before_id: attempts, rewarded, reward_sum,
     classified, successes (`store.tasks.task_stats`'s counts over an id range). One aggregate in SQLite (which
     runs without the GIL): what a feed that skipped those rows folds into its per-task stats."""
     return decode(db.execute(
-        "SELECT task_id, split, COUNT(*) AS attempts, COUNT(reward) AS rewarded, "
+        "SELECT task_id, split, eval_id, COUNT(*) AS attempts, COUNT(reward) AS rewarded, "
         "COALESCE(SUM(reward), 0.0) AS reward_sum, COUNT(outcome) AS classified, "
         "COALESCE(SUM(json_extract(outcome, '$.success')), 0) AS successes FROM trajectories "
-        "WHERE id > ? AND id < ? AND run_id = ? AND superseded = 0 AND task_id IS NOT NULL GROUP BY task_id, split",
+        "WHERE id > ? AND id < ? AND run_id = ? AND superseded = 0 AND task_id IS NOT NULL "
+        "GROUP BY task_id, split, eval_id",
         [after_id, before_id, run_id],
     ))
 

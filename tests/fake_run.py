@@ -227,6 +227,44 @@ def make_fake_run(
     return fake
 
 
+def add_policy_evals(fake: FakeRun) -> dict[str, int]:
+    """The baseline's and the SFT policy's greedy evals (its checkpoint at step 0), each with a row per held-out
+    task, as the trainer writes them before GRPO: the baseline answers in prose (reward -1, no success), the SFT
+    policy with the right call (reward 1, success). The run's baseline eval gets the rows if it has one.
+    Returns {"base": eval id, "sft": eval id}."""
+    db = store.open_db(fake.db_path)
+    try:
+        sft_ckpt = metrics.record_checkpoint(db, fake.run_id, step=0, kind="sft", path="/tmp/ckpt/sft")
+        held = [t for t in TASKS if t[1] == "held_out"]
+        base = next((e["id"] for e in metrics.list_evals(db, fake.run_id) if e["is_baseline"]), None)
+        ids = {}
+        for name, ckpt, right in (("base", None, False), ("sft", sft_ckpt, True)):
+            eval_id = base if ckpt is None else None
+            if eval_id is None:
+                eval_id = metrics.record_eval(
+                    db, fake.run_id, step=0, tasks={"dataset": "fake", "split": "held_out", "n": len(held)},
+                    mode="greedy", metrics={"success_rate": float(right), "n": len(held)}, is_baseline=ckpt is None,
+                    checkpoint_id=ckpt)
+            ids[name] = eval_id
+            rows = []
+            for k, (key, _, prompt, tool, args) in enumerate(held):
+                completion = json.dumps({"tool": tool, "args": args}) if right else "Sure, I can help with that."
+                rows.append({
+                    "run_id": fake.run_id, "step": 0, "split": "held_out", "task_id": fake.task_ids[key],
+                    "group_idx": k, "sample_idx": 0, "completion": completion,
+                    "tool_calls": [ToolCall(tool, args, "call_0").to_dict()] if right else [],
+                    "reward": 1.0 if right else -1.0, "outcome": _flags(right, right, right),
+                    "reward_parts": {"valid_json": 0.0 if right else -1.0}, "explanation": "right call" if right
+                    else "no call", "verifier_id": fake.verifier_id, "tokens": 25, "truncated": 0,
+                    "eval_id": eval_id, "checkpoint_id": ckpt,
+                    "messages": [*_prompt_messages(prompt), {"role": "assistant", "content": completion}],
+                })
+            fake.trajectory_ids += trajectories.insert_trajectories(db, rows)
+    finally:
+        db.conn.close()
+    return ids
+
+
 def add_step(fake: FakeRun, step: int, *, seed: int = 1) -> list[int]:
     """Write one more step of trajectories (and its metrics) as the worker would, for live-feed tests."""
     rng = random.Random(seed)
@@ -352,6 +390,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--status", default="running")
+    parser.add_argument("--policy-evals", action="store_true",
+                        help="add the baseline's and the SFT policy's evals of the held-out tasks")
     parser.add_argument("--serve", action="store_true", help="then play the worker (Ctrl+C to end)")
     parser.add_argument("--serve-only", type=int, metavar="RUN", help="only play the worker for an existing run")
     args = parser.parse_args()
@@ -367,6 +407,8 @@ def main() -> None:
         fake = make_fake_run(args.db, name=f"fake-grpo-{i + 1}" if args.runs > 1 else "fake-grpo", n_steps=args.steps,
                              groups=4, group_size=8, seed=i, status=args.status if i == 0 else "stopped",
                              alive=i == 0)
+        if args.policy_evals:
+            add_policy_evals(fake)
         print(f"run {fake.run_id}: {len(fake.trajectory_ids)} trajectories in {args.db}")
         first = first or fake
     if args.serve and first is not None:

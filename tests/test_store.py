@@ -365,6 +365,25 @@ def test_task_stats(db, run_id):
     assert (stat["attempts"], stat["classified"], stat["successes"]) == (10, 2, 1)
 
 
+def test_task_stats_keeps_each_eval_of_a_task_apart(db, run_id):
+    """Two evals of one held-out task (the baseline and the SFT policy) are two rows, each with its own counts;
+    the training rollouts of the same task are a third (eval_id None)."""
+    tid = tasks.add_tasks(db, [{"key": "c:h", "dataset": "c", "split": "held_out", "prompt": "p"}])["c:h"]
+    held = {"split": "held_out", "n": 1}
+    base = metrics.record_eval(db, run_id, step=0, tasks=held, mode="greedy", metrics={}, is_baseline=True)
+    sft = metrics.record_eval(db, run_id, step=0, tasks=held, mode="greedy", metrics={})
+
+    def rows(eval_id, split, rewards):
+        return [dict(trajectory_row(run_id, 0, 0, i, random.Random(i), tid), split=split, eval_id=eval_id,
+                     reward=r, outcome={"success": r == 1.0}) for i, r in enumerate(rewards)]
+
+    trajectories.insert_trajectories(db, rows(base, "held_out", [-1.0, 0.0]) + rows(sft, "held_out", [1.0, 1.0, 0.5])
+                                     + rows(None, "train", [0.2]))
+    got = {(s["split"], s["eval_id"]): (s["attempts"], s["reward_sum"], s["successes"])
+           for s in tasks.task_stats(db, run_id)}
+    assert got == {("held_out", base): (2, -1.0, 0), ("held_out", sft): (3, 2.5, 2), ("train", None): (1, 0.2, 0)}
+
+
 WRITER = textwrap.dedent(
     """
     import random, sys

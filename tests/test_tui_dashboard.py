@@ -48,7 +48,8 @@ async def test_dashboard_fills_all_panes(fake):
         db = open_db(fake)
         n_stats = len(tasks.task_stats(db, fake.run_id))
         db.conn.close()
-        assert dash.query_one(TasksPane).query_one(DataTable).row_count == n_stats == 6  # 4 train + 2 held-out
+        # 4 train tasks, and 2 held-out tasks x 2 evals (each eval's policy its own row)
+        assert dash.query_one(TasksPane).query_one(DataTable).row_count == n_stats == 8
         # One row per group: 6 steps x 2 groups of 4, and 2 evals x 2 held-out tasks (52 trajectories).
         rollouts = dash.query_one(RolloutsPane)
         assert {k.value for k in rollouts.table.rows} == live_groups(fake)

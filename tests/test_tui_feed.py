@@ -49,7 +49,7 @@ def test_feed_skips_a_backlog_and_sums_what_it_skipped(fake):
         assert feed.skipped_rows == BURST - FEED_LIMIT
         stats.merge(feed.skipped)
         stats.add(feed.rows)
-        full = {(s.task_id, s.split): s for s in view.task_stats(fake.run_id)}
+        full = {s.key: s for s in view.task_stats(fake.run_id)}
         assert set(stats.rows) == set(full)
         for key, row in stats.rows.items():
             assert (row.attempts, row.rewarded, row.classified, row.successes) == (
@@ -90,7 +90,7 @@ async def test_dashboard_takes_at_most_feed_limit_rows_a_poll_and_counts_the_res
         # The Tasks pane counts every row all the same.
         view = View.open(fake.db_path)
         try:
-            full = {(s.task_id, s.split): s.attempts for s in view.task_stats(fake.run_id)}
+            full = {s.key: s.attempts for s in view.task_stats(fake.run_id)}
         finally:
             view.close()
         stats = dash.query_one(TasksPane).stats

@@ -20,7 +20,7 @@ from store import runs
 from tests.conftest import open_dashboard
 from tests.fake_run import fake_copy, wait_until
 
-TASKS_HEADER = ("prompt", "split", "n", "mean", "succ", "task")
+TASKS_HEADER = ("prompt", "split", "policy", "n", "mean", "succ", "task")
 ROLLOUTS_HEADER = ("step", "mean", "sprd", "rewards", "prompt", "best call", "args", "task")
 
 
@@ -70,11 +70,11 @@ async def test_tables_hold_their_columns_across_resizes(fake):
                 whole = cls is TasksPane and w != 120
                 check_table(table, labels if whole else labels[:-1], last_visible=whole)
             tasks = dash.query_one(TasksPane).query_one(DataTable)
-            # The prompt takes what the numbers leave (pane 78 - numbers 23 - task 13 - scrollbar 1 at 80
+            # The prompt takes what the numbers leave (pane 78 - numbers 33 - task 13 - scrollbar 1 at 80
             # columns): it follows the width both ways, the same at the same size.
             prompt = seen.setdefault(w, tasks.ordered_columns[0].width)
             assert tasks.ordered_columns[0].width == prompt
-        assert seen[80] == 41 and seen[200] == 61 and seen[120] == 34
+        assert seen[80] == 31 and seen[200] == 51 and seen[120] == 24
 
 
 async def test_curves_x_axis_ticks_are_whole_steps(fake):

@@ -248,7 +248,7 @@ def test_task_stats_incremental_equals_a_full_scan(fake):
     assert not stats.loaded and stats.rows == {}
     stats.load(snapshot, top)
     stats.add(new[2:])
-    full = {(s.task_id, s.split): s for s in view.task_stats(fake.run_id)}
+    full = {s.key: s for s in view.task_stats(fake.run_id)}
     assert set(full) == set(stats.rows)
     for key, row in stats.rows.items():
         assert (row.attempts, row.classified, row.successes) == (full[key].attempts, full[key].classified,

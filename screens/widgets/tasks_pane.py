@@ -1,4 +1,5 @@
-"""Tasks pane: attempts, mean reward and success per task and split; Enter filters the dashboard."""
+"""Tasks pane: attempts, mean reward and success per task, split and policy (the training rollouts, or one
+eval's: base, sft, step N), never averaged across policies; Enter filters the dashboard."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from screens.format import PROMPT_MIN, clip, num, pct, prompt_width, reward_styl
 from screens.widgets.columns import ColumnSpec, FixedTable, set_columns
 from workbench.view import SORTS, Task, TaskRow, TaskStats, Trajectory
 
-NUMBERS = (("split", "split", 6), ("n", "n", 6), ("mean", "mean", 6), ("succ", "succ", 5))
+POLICY_WIDTH = 10  # "training", "base", "sft", "step 1200"
+NUMBERS = (("split", "split", 6), ("policy", "policy", POLICY_WIDTH), ("n", "n", 6), ("mean", "mean", 6),
+           ("succ", "succ", 5))
 ID_WIDTH = 13
 STREAM_REDRAW_S = 1.0  # new rows redraw the table at most this often (a rebuild costs ~ one row per task)
 
@@ -37,6 +40,7 @@ class TasksPane(Vertical):
         super().__init__(**kwargs)
         self.stats = TaskStats()
         self.tasks: dict[int, Task] = {}
+        self.policies: dict[int, str] = {}  # eval id -> its policy's name (`View.policy_labels`)
         self.sort = SORTS[0]
         self.selected: int | None = None
         self._dirty = True
@@ -115,7 +119,7 @@ class TasksPane(Vertical):
             return
         self._dirty = self._rows_changed = False
         self._drawn_at = time.monotonic()
-        for r in self.stats.sorted(self.sort):
+        for r in self.stats.sorted(self.sort, self.policies):
             task = self.tasks.get(r.task_id)
             mean = r.mean_reward
             mark = "▶ " if r.task_id == self.selected else ""
@@ -123,11 +127,12 @@ class TasksPane(Vertical):
                 Text(mark + clip(r.prompt or (task.prompt if task else ""), self._prompt_width - 1 - len(mark)),
                      style="bold magenta" if mark else ""),
                 Text(split_short(r.split), style="dim" if r.split != "train" else ""),
+                clip(r.policy(self.policies), POLICY_WIDTH - 1),
                 str(r.attempts),
                 Text(num(mean, 2), style=reward_style(mean)),
                 pct(r.success_rate),
                 task_label(task, r.task_id, ID_WIDTH - 1),
-                key=f"{r.task_id}:{r.split}",
+                key=f"{r.task_id}:{r.split}" + ("" if r.eval_id is None else f":{r.eval_id}"),
             )
         if keep is not None:
             with contextlib.suppress(RowDoesNotExist):  # the row left the table

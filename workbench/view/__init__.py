@@ -81,6 +81,7 @@ from workbench.view.scores import (
     TaskStats,
     failure_shares,
     part_series,
+    policy_labels,
 )
 from workbench.view.store_view import (
     ORDERS,
@@ -107,4 +108,5 @@ __all__ = [
     "Promotion", "on_split", "promotion", "skill_rows", "workbench_command",
     "GroupKey", "RolloutGroup", "group_key", "group_rows",
     "start_worker", "started_again", "turns", "worker_state",
+    "policy_labels",
 ]

@@ -33,7 +33,7 @@ from workbench.view.records import (
     Trajectory,
     VerifierVersion,
 )
-from workbench.view.scores import TaskRow
+from workbench.view.scores import TaskRow, policy_labels
 
 if TYPE_CHECKING:
     from workbench.verifier_edit import DryRunControl
@@ -150,12 +150,17 @@ class View:
         return {t["id"]: Task.from_row(t) for t in store.tasks.list_tasks(self.db)}
 
     def task_stats(self, run_id: int) -> list[TaskRow]:
+        """One row per task, split and policy (`TaskRow`): an eval's rows are never averaged with another's."""
         return [
             TaskRow(s["task_id"], s["split"], s.get("prompt") or "", s.get("expected_tool"), attempts=s["attempts"],
                     rewarded=s["rewarded"], reward_sum=float(s["reward_sum"]), classified=s["classified"],
-                    successes=int(s["successes"]))
+                    successes=int(s["successes"]), eval_id=s["eval_id"])
             for s in store.tasks.task_stats(self.db, run_id)
         ]
+
+    def policy_labels(self, run_id: int) -> dict[int, str]:
+        """eval id -> the policy its rows came from ("base", "sft", "step N"): the Tasks pane's policy column."""
+        return policy_labels(self.evals(run_id), self.checkpoints(run_id))
 
     # ---- trajectories --------------------------------------------------------------------------------
 
@@ -187,7 +192,7 @@ class View:
         before = rows[0].id
         skipped = [TaskRow(s["task_id"], s["split"], attempts=s["attempts"], rewarded=s["rewarded"],
                            reward_sum=float(s["reward_sum"]), classified=s["classified"],
-                           successes=int(s["successes"]))
+                           successes=int(s["successes"]), eval_id=s["eval_id"])
                    for s in store.trajectories.task_sums(self.db, run_id, after_id, before)]
         steps = ({} if task_id is None
                  else store.trajectories.step_reward_sums(self.db, run_id, task_id, after_id, before))
