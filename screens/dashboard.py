@@ -20,11 +20,12 @@ from textual.containers import Grid
 from textual.events import DescendantFocus, Resize
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from screens.curves import StepSeries
 from screens.format import task_label
 from screens.widgets.curves_pane import CurvesPane
+from screens.widgets.footer import KeyFooter
 from screens.widgets.rollouts_pane import RolloutsPane
 from screens.widgets.scores_pane import ScoresPane
 from screens.widgets.status_bar import Banner, StatusBar, banner_text, status_text
@@ -149,7 +150,7 @@ class DashboardScreen(Screen):
             yield RolloutsPane(max_rows=self.wb.live_rows, id="rollouts", classes="pane")
             yield ScoresPane(id="scores", classes="pane")
             yield CurvesPane(id="curves", classes="pane")
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         self.sub_title = self.wb.current_run.name if self.wb.current_run else ""

@@ -14,11 +14,12 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
 from screens.curves import step_ticks
 from screens.format import num, pct
+from screens.widgets.footer import KeyFooter
 from workbench.view import (
     Checkpoint,
     Eval,
@@ -81,7 +82,7 @@ class EvalsScreen(Screen):
         # Scrolls: the multi-step kinds and the per-skill lines outgrow a 24-row terminal; the plot keeps its rows.
         yield VerticalScroll(Static(id="evals-skills"), id="evals-skills-box")
         yield PlotextPlot(id="evals-plot")
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         self._load()

@@ -10,9 +10,10 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from screens.format import clip
+from screens.widgets.footer import KeyFooter
 from workbench.view import Event
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ class EventsScreen(Screen):
         for label, key, width in (("time", "time", 9), ("kind", "kind", 10), ("message", "message", None)):
             table.add_column(label, key=key, width=width)
         yield table
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         self.poll()

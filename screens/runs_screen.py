@@ -10,9 +10,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from screens.format import STATUS_STYLE
+from screens.widgets.footer import KeyFooter
 from workbench.view import Run, View, worker_state
 
 
@@ -34,7 +35,7 @@ class RunsScreen(Screen):
         for col in ("id", "name", "status", "worker", "step", "model", "created"):
             table.add_column(col, key=col)
         yield table
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         self._load()

@@ -20,7 +20,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, HorizontalScroll, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Collapsible, Footer, Static
+from textual.widgets import Collapsible, Static
 
 from screens.filter_screen import FilterScreen
 from screens.format import task_label
@@ -34,6 +34,7 @@ from screens.trajectory_view import (
     story_parts,
     turn_parts,
 )
+from screens.widgets.footer import KeyFooter
 from workbench.view import Task, Trajectory, TrajectoryFilter, VerifierVersion, View
 from workbench.view.episode import Story, align, story_for
 
@@ -88,7 +89,7 @@ class TrajectoryScreen(Screen):
                 yield Collapsible(Static(id="system-body"), title="system", id="system", classes="turn turn-system")
             yield VerticalScroll(Static(id="side-body"), id="side")
         yield HorizontalScroll(id="group")
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         # Opened on a group (the live pane's Enter sets group_view first): the members side by side.
