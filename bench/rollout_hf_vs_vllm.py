@@ -18,14 +18,14 @@ import time
 from pathlib import Path
 
 import store
-from workbench.cli import _demo_config_path
+from workbench.cli.ui import demo_config_path
 from workbench.config import load_config
 from workbench.trainer import Trainer
 
 
 def run(mode: str, steps: int, tmp: Path) -> dict:
     rollout, _, sync = mode.partition("-")
-    cfg = load_config(_demo_config_path())
+    cfg = load_config(demo_config_path())
     cfg = dataclasses.replace(cfg, rollout=rollout, vllm_sync=sync or "weights", sft_steps=0, max_steps=steps,
                               eval_max_tasks=2, eval_interval=1000, output_dir=str(tmp / mode))
     db = store.open_db(tmp / f"{mode}.db")

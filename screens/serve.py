@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlencode
 
-from screens.web_auth import Guard
+from screens.web_auth import Guard, is_loopback
 
 SECURITY_HEADERS = {
     # The first URL holds the token: never send it on as a Referer.
@@ -85,3 +85,20 @@ def serve(db: str, *, host: str = "127.0.0.1", port: int = 8000, run: int | None
     print(f"open {guard.url()}", flush=True)
     server_class(shlex.join(command), guard, host=host, port=port, title="Workbench",
                  public_url=page_url.rstrip("/")).serve()
+
+
+def run_serve(db: str, *, host: str, port: int, run: int | None = None, public_url: str | None = None) -> int:
+    """`workbench serve`: refuse an address the guard cannot protect (2, the reason on stderr), warn when the
+    token would cross the network in clear, then serve until interrupted (0)."""
+    try:
+        guard = Guard(host, port, public_url)
+    except ValueError as e:
+        print(f"workbench serve: {e}", file=sys.stderr)
+        return 2
+    if not is_loopback(host) and not (public_url or "").startswith("https:"):
+        print(f"warning: listening on {host} over plain http: the token crosses the network in clear; "
+              "an SSH tunnel to 127.0.0.1 (README) or an https proxy (--public-url https://...) is safer",
+              file=sys.stderr)
+    print(f"serving {db} (Ctrl+C to stop); only this URL lets a browser in:", flush=True)
+    serve(db, host=host, port=port, run=run, public_url=public_url, guard=guard)
+    return 0

@@ -20,6 +20,18 @@ class SourcesOk:
     warnings: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class TrainRequest:
+    """What `workbench train` was asked, as plain values (the command line parses its flags into this; the
+    ranks' launcher, `workbench.distributed`, reads it): a CONFIG file for a new run, or a run to resume."""
+
+    db: str
+    config: str | None = None
+    resume: int | None = None
+    max_steps: int | None = None
+    nproc: int = 1
+
+
 def _key_line(path: str | None, key: str) -> str:
     from workbench.config import key_line
 

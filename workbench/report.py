@@ -56,7 +56,7 @@ def _all_events(view: View, run_id: int, kind: str) -> list[Any]:
 
 
 def promotion_footnote(rows: list[EvalRow]) -> str:
-    """The footnote for the `*` row, saying the part of workbench.view.evaluations.promotion that applied to
+    """The footnote for the `*` row, saying the part of workbench.run.promotion.promotion that applied to
     it: the SFT-only checkpoint is compared with the baseline only (never with itself); a later checkpoint also
     with SFT-only when the run has an SFT-only eval."""
     head = ("* promoted (what to deploy): on validation, paired on the same tasks, clearly better than the "

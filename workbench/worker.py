@@ -33,11 +33,10 @@ import store
 from workbench.config import config_from_dict
 from workbench.run.commands import Sample, SetVerifier, StepSetting
 from workbench.run.loop import CommandLoop
-from workbench.run.session import LockLost, RunSession
+from workbench.run.session import ERROR_BUDGET_PAUSE, LockLost, RunSession
 from workbench.safe_points import Interrupted, Throttle
 from workbench.trainer import Hooks, Scored, Trainer
 from workbench.verifier_edit import applicable_version
-from workbench.view.run_state import ERROR_BUDGET_PAUSE
 
 __all__ = ["INNER_POLL_S", "OUTER_POINTS", "STEP_BOUNDARIES", "LockLost", "WorkerHooks", "main", "probe",
            "run_worker"]

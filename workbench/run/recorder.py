@@ -21,9 +21,9 @@ import sqlite_utils
 import store
 from store.db import write_txn
 from workbench import trajectory_rows
+from workbench.run.promotion import promotion
+from workbench.run.records import Checkpoint, Eval
 from workbench.types import Score, Task
-from workbench.view.evaluations import promotion
-from workbench.view.records import Checkpoint, Eval
 
 if TYPE_CHECKING:
     from workbench.rollout.runner import Rollout
@@ -174,7 +174,7 @@ class Recorder:
         return Recorded(ids, decision.promote, decision.reason)
 
     def _decide(self, checkpoint_id: int, eval_id: int, step: int) -> Any:
-        """The promotion rule lives in workbench.view.evaluations (the report and the UI read the same)."""
+        """The promotion rule is workbench.run.promotion's (the report and the UI show the same)."""
         evals = [Eval.from_row(e) for e in store.metrics.list_evals(self.db, self.run_id)]
         promoted = store.metrics.promoted_checkpoint(self.db, self.run_id)
         candidate = next(e for e in evals if e.id == eval_id)

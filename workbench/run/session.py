@@ -16,9 +16,12 @@ from typing import Any
 
 import store
 from workbench.errors import RunLostError
-from workbench.view.run_state import STALE_AFTER_S
 
 HEARTBEAT_S = 1.0
+STALE_AFTER_S = 30.0  # a worker whose heartbeat is older than this is gone: its lock may be taken
+# The worker paused the run itself: more than max_verifier_error_frac of a step's rewards failed. Its
+# status_reason starts with this (the UI's banner tells it from a person's own pause by it).
+ERROR_BUDGET_PAUSE = "verifier error budget exceeded"
 DEAD_CLAIM = "the worker that claimed it died before answering"
 
 

@@ -1,6 +1,7 @@
-"""The typed, headless view layer: what the screens and `workbench report` read, and the one home of the
-rules they show (run statuses and liveness, allowed actions, success, the best and promoted checkpoints,
-paired comparisons, failure shares).
+"""The typed, headless view layer: what the screens and `workbench report` read, and the rules they show (run
+statuses and liveness, allowed actions, success, the best and promoted checkpoints, paired comparisons,
+failure shares). The engine's own rules among them (promotion, the heartbeat's staleness limit, the error
+budget's pause reason) live in `workbench.run` and are re-exported here.
 
 Torch-free and Textual-free: it imports the store and the engine's pure modules only (an import-linter
 contract and tests/test_view.py hold it to that), so a UI process never loads a model to draw a table.
@@ -20,23 +21,18 @@ from workbench.run.commands import (
     command_spec,
     payload_dict,
 )
+from workbench.run.promotion import Promotion, baseline, on_split, promotion, sft_only, should_promote
 from workbench.types import ToolCall
 from workbench.verifiers import builtin_verifier_code
 from workbench.view.evaluations import (
     EvalRow,
     Flag,
-    Promotion,
-    baseline,
     baseline_value,
     best_eval,
     eval_flags,
     eval_points,
     eval_rows,
     metric_points,
-    on_split,
-    promotion,
-    sft_only,
-    should_promote,
     skill_rows,
 )
 from workbench.view.groups import GroupKey, RolloutGroup, group_key, group_rows

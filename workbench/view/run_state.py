@@ -11,19 +11,15 @@ from typing import Literal
 
 from store.runs import STATUSES  # the status column's values: the store checks every write against them
 from workbench.run.commands import COMMAND_BY_NAME, COMMANDS, StepSetting
+from workbench.run.session import ERROR_BUDGET_PAUSE, STALE_AFTER_S  # the lock's and the worker's
 from workbench.view.records import Run
 
-STALE_AFTER_S = 30.0  # a worker whose heartbeat (every 1 s) is older than this is gone
 LIVE_STATUSES = ("starting", "running", "pausing", "stopping")  # a worker is (or should be) at work
 ENDED_STATUSES = ("stopped", "crashed", "finished")
 PAUSED_STATUSES = ("paused", "pausing")
 IDLE_STATUSES = ("created", "paused", *ENDED_STATUSES)  # no step is being taken
 
 WorkerState = Literal["alive", "stale", "none"]
-
-# The worker paused the run itself: more than max_verifier_error_frac of a step's rewards failed. Its
-# status_reason starts with this; the banner shows that reason (a person's own pause needs no banner).
-ERROR_BUDGET_PAUSE = "verifier error budget exceeded"
 
 __all__ = [
     "ACTIONS", "ENDED_STATUSES", "IDLE_STATUSES", "LIVE_STATUSES", "PAUSED_STATUSES", "STALE_AFTER_S", "STATUSES",

@@ -1,4 +1,4 @@
-"""Run control from the shell: `workbench ls`, `workbench pause|resume|stop N`.
+"""Run control from the shell: `workbench ls`, `workbench pause|resume|stop N` (their flags: `parser`).
 
 The same door as the UI: commands go through the store's command table (`View.enqueue`), and whether a
 control is allowed now is `workbench.view.run_state`'s rule (the keys, the palette and these commands
@@ -14,7 +14,7 @@ from typing import Any
 
 from workbench.view import Run, RunState, View, allowed
 
-WAIT_S = 30.0  # how long `pause`/`resume`/`stop` wait for the worker's answer by default
+WAIT_S = 30.0  # how long `pause`/`resume`/`stop` wait for the worker's answer by default (`--wait-s`)
 POLL_S = 0.1
 
 
@@ -84,19 +84,3 @@ def wait_answer(view: View, command_id: int, timeout_s: float) -> tuple[bool, di
             return cmd.status == "done", cmd.result or {}
         time.sleep(POLL_S)
     return None
-
-
-def register(sub: Any, default_db: str) -> None:
-    """Add `ls`, `pause`, `resume` and `stop` to the `workbench` command line."""
-    p = sub.add_parser("ls", help="runs in a database: status, phase, step, worker")
-    p.add_argument("--db", default=default_db)
-    p.set_defaults(fn=cmd_ls)
-    for kind, what in (("pause", "pause a run at its next safe point (the model stays loaded)"),
-                       ("resume", "resume a paused run"),
-                       ("stop", "stop a run: it checkpoints the last finished step and its worker exits")):
-        p = sub.add_parser(kind, help=what)
-        p.add_argument("run", type=int)
-        p.add_argument("--db", default=default_db)
-        p.add_argument("--no-wait", action="store_true", help="return once the command is queued")
-        p.add_argument("--wait-s", type=float, default=WAIT_S, help="how long to wait for the worker's answer")
-        p.set_defaults(fn=cmd_control)

@@ -1,0 +1,71 @@
+"""`workbench tui`, `serve` and `demo`: the commands that open the app (the command line is the composition
+root: these alone import `screens`, lazily, inside the command)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from importlib import resources
+from pathlib import Path
+
+
+def demo_config_path() -> Path:
+    """The packaged demo run's config (`workbench/data/demo.yaml`)."""
+    return Path(str(resources.files("workbench").joinpath("data/demo.yaml")))
+
+
+def _quick_escape() -> None:
+    """A lone Esc waits ESCDELAY ms for the rest of a possible escape sequence before it counts as a key:
+    Textual's 100 ms default was a third of the Esc-to-repaint time (bench/ui_latency.py). 40 ms still
+    covers a sequence split across packets on a LAN or a local terminal; set ESCDELAY for a slow link."""
+    os.environ.setdefault("ESCDELAY", "40")
+
+
+def cmd_tui(args: argparse.Namespace) -> int:
+    _quick_escape()
+    from screens.app import run_tui
+
+    run_tui(args.db, args.run)
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """The TUI in a browser (textual-serve): one `workbench tui` process per connection, behind a token."""
+    from screens.serve import run_serve
+
+    return run_serve(args.db, host=args.host, port=args.port, run=args.run, public_url=args.public_url)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Create (or re-attach to) the embedded demo run, start its worker, open the UI."""
+    import store
+    from workbench.config import load_config
+    from workbench.launch import start_worker
+    from workbench.run.inputs import new_run
+    from workbench.view import Run, RunState, allowed, worker_state
+
+    db = store.open_db(args.db)
+    demo = [Run.from_row(r) for r in store.runs.list_runs(db) if r["name"] == "demo"]
+    latest = RunState.of(demo[0], time.time()) if demo else None
+    if latest is not None and (latest.alive or allowed("start_worker", latest)):  # one not finished: go on
+        run_id = demo[0].id
+    else:
+        cfg = load_config(demo_config_path())
+        run_id = new_run(db, cfg)
+    if worker_state(Run.from_row(store.runs.get_run(db, run_id)), time.time()) != "alive":
+        start_worker(args.db, run_id)
+    db.close()
+    from workbench.invocation import workbench_command
+
+    wb = workbench_command()  # `make demo` leaves .venv/bin off PATH: print what works from this shell
+    if args.headless:
+        print(f"demo run {run_id} training in the background; watch: {wb} tui --db {args.db} --run {run_id}")
+        return 0
+    _quick_escape()
+    from screens.app import run_tui
+
+    if run_tui(args.db, run_id, ask_on_quit=True) == "keep":
+        print(f"demo run {run_id} keeps training in the background. Re-attach: {wb} tui --db {args.db} "
+              f"--run {run_id}; see it: {wb} ls --db {args.db}; stop it: {wb} stop {run_id} --db {args.db}")
+    return 0
