@@ -5,8 +5,8 @@
 The calendar harness (the JSON tool format, its system prompt and prefill), the run's SFT examples and its
 held-out tasks, LoRA r 8. Each layout runs in fresh processes: 1 process with 1 and with 2 threads, and 2
 ranks of 1 thread each (`workbench.learn.sft.run_sft(sync=...)`, and the eval split into contiguous shares as
-`workbench.distributed.RankTrainer._evaluate` does). Times are rank 0's wall time after a barrier, per SFT step
-(the first, warm-up step not counted) and for the whole eval (its results gathered on every rank).
+`workbench.trainer.Trainer._evaluate` does with ranks). Times are rank 0's wall time after a barrier, per SFT
+step (the first, warm-up step not counted) and for the whole eval (its results gathered on every rank).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def _rank(rank: int, world: int, port: int, threads: int, model_dir: str, args: 
     import torch.distributed as dist
 
     from workbench.config import Config
-    from workbench.distributed import Ranks, RankSync, shard
+    from workbench.distributed.collective import RankCollective, Ranks, shard
     from workbench.envs import env_for_config
     from workbench.eval import evaluate
     from workbench.learn.sft import run_sft
@@ -50,7 +50,7 @@ def _rank(rank: int, world: int, port: int, threads: int, model_dir: str, args: 
     cfg = Config()
     env = env_for_config(cfg)
     policy = load_policy(model_dir, adapter="lora", lora_r=8, lora_alpha=16, seed=0)
-    sync = RankSync(torch.device("cpu")) if world > 1 else None
+    sync = RankCollective(Ranks(rank, world, rank), torch.device("cpu")) if world > 1 else None
     examples = env_sft_examples(env, load_task_source(cfg.tasks, "train"))
     stamps: list[float] = []
 
@@ -92,7 +92,7 @@ def main() -> None:
     ap.add_argument("--new-tokens", type=int, default=24)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    from workbench.distributed import _free_port
+    from workbench.distributed.launch import _free_port
     from workbench.testing import tiny_model_dir
 
     ctx = mp.get_context("spawn")

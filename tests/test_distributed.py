@@ -28,7 +28,8 @@ import torch
 
 import store
 from workbench.config import Config
-from workbench.distributed import Ranks, _free_port, shard
+from workbench.distributed.collective import RankCollective, Ranks, shard
+from workbench.distributed.launch import _free_port
 from workbench.learn.sft import run_sft
 from workbench.learn.update import policy_update
 from workbench.models import load_policy
@@ -71,16 +72,15 @@ def _run_update(model_dir: Path, cfg: Config, rows: list[tuple], sync=None, micr
 def _rank_main(rank: int, world: int, port: int, model_dir: str, out_dir: str) -> None:
     import torch.distributed as dist
 
-    from workbench.distributed import RankSync
-
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
+    sync = RankCollective(Ranks(rank, world, rank), torch.device("cpu"))
     try:
         for name, cfg in CASES.items():
             policy = load_policy(model_dir, adapter="lora", lora_r=4, lora_alpha=8, seed=0)
             mine = [row for gi, grp in enumerate(_batch(policy)) if gi % world == rank for row in grp]
-            res = _run_update(Path(model_dir), cfg, mine, sync=RankSync(torch.device("cpu")), micro_batch=2)
+            res = _run_update(Path(model_dir), cfg, mine, sync=sync, micro_batch=2)
             torch.save(res, Path(out_dir) / f"{name}-{rank}.pt")
     finally:
         dist.destroy_process_group()
@@ -145,14 +145,13 @@ def _sft(model_dir: Path, batch_size: int, sync=None) -> dict:
 def _sft_rank_main(rank: int, world: int, port: int, model_dir: str, out_dir: str) -> None:
     import torch.distributed as dist
 
-    from workbench.distributed import RankSync
-
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
+    sync = RankCollective(Ranks(rank, world, rank), torch.device("cpu"))
     try:
         for name, batch in SFT_CASES.items():
-            torch.save(_sft(Path(model_dir), batch, sync=RankSync(torch.device("cpu"))), Path(out_dir) / f"{name}-{rank}.pt")
+            torch.save(_sft(Path(model_dir), batch, sync=sync), Path(out_dir) / f"{name}-{rank}.pt")
     finally:
         dist.destroy_process_group()
 
@@ -181,6 +180,25 @@ def test_shards_are_contiguous_balanced_and_cover_every_task() -> None:
             assert max(sizes) - min(sizes) <= 1
 
 
+def test_dealt_groups_come_back_in_task_order_and_alone_a_rank_takes_everything() -> None:
+    """`deal` / `undeal` (a step's rollout groups): every task is dealt to one rank, and the gathered deals
+    are the tasks in order on every rank; inside `alone` (rank 0 obeying a command) the split is the whole."""
+    from workbench.distributed.collective import OneProcess
+
+    for n in range(0, 9):
+        for world in (1, 2, 3):
+            ranks = [RankCollective(Ranks(r, world, r), torch.device("cpu")) for r in range(world)]
+            dealt = [[f"task {j}" for j in c.deal(n)] for c in ranks]
+            assert sorted(t for d in dealt for t in d) == sorted(f"task {j}" for j in range(n))
+            for c in ranks:
+                c.gather = lambda local, what, parts=dealt: parts  # as all_gather_object: every rank's
+                assert c.undeal(dealt[c.rank], n, "test") == [f"task {j}" for j in range(n)]
+            with ranks[0].alone():
+                assert list(ranks[0].deal(n)) == list(range(n)) and ranks[0].share(n) == (0, n)
+                assert ranks[0].undeal(["mine"], n, "test") == ["mine"]
+            assert list(OneProcess().deal(n)) == list(range(n)) and OneProcess().share(n) == (0, n)
+
+
 # ----- the meetings: pause, resume and stop on rank 0 reach every rank -----------------------------------------
 
 COLLECTIVE_TIMEOUT_S = 4.0  # the process group's: any single collective that waits longer fails
@@ -192,10 +210,10 @@ def _meeting_rank_main(rank: int, world: int, port: int, db_path: str, out_dir: 
 
     import torch.distributed as dist
 
-    from workbench import distributed
+    from workbench.distributed import meetings
     from workbench.worker import WorkerHooks
 
-    distributed.PAUSE_BEAT_S = 0.5
+    meetings.PAUSE_BEAT_S = 0.5
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
@@ -205,7 +223,7 @@ def _meeting_rank_main(rank: int, world: int, port: int, db_path: str, out_dir: 
         if rank == 0:
             db = store.open_db(db_path)
             inner = WorkerHooks(db, 1, store.runs.acquire_lock(db, 1, stale_after_s=30))
-        hooks = distributed.RankHooks(inner, Ranks(rank, world, rank))
+        hooks = meetings.RankHooks(inner, RankCollective(Ranks(rank, world, rank), torch.device("cpu")))
         trainer = SimpleNamespace(step=0, lr=1e-3, temperature=1.0, verifier_id=1, verifier=None, sft_done=True)
         seen = []
         for step in (1, 2):

@@ -40,7 +40,7 @@ CLASS_CODES = {
     "workbench.mcp.client.McpUnavailable": 3,
     "workbench.metric_log.MetricLogUnavailable": 3,
     "workbench.checkpoint.CheckpointError": 4,
-    "workbench.distributed.RankLost": 5,
+    "workbench.distributed.collective.RankLost": 5,
     "workbench.mcp.client.ServerFailed": 5,
     "workbench.run.session.LockLost": 5,
     "workbench.run.commands.PayloadError": 2,

@@ -7,6 +7,10 @@ group advantages, insert the step's trajectories in one transaction, safe point,
 metrics row, safe point. The worker plugs command handling into `hooks.safe_point`; headless runs use
 the no-op default. All randomness a step uses derives from (seed, step), so a resumed run reproduces the
 next step exactly (the model and optimizer come back from the checkpoint).
+
+With data-parallel ranks every rank runs this same trainer with its `collective`
+(workbench.distributed.collective): which groups and eval tasks are its own, the sums, and what rank 0 alone
+writes or decides. In one process (`OneProcess`, the default) each of those calls is the identity.
 """
 
 from __future__ import annotations
@@ -27,8 +31,9 @@ import store
 from workbench import checkpoint as ckpt
 from workbench import metric_log
 from workbench.config import Config, ConfigError
+from workbench.distributed.collective import Collective, OneProcess
 from workbench.envs import bind_tokenizer, env_for_config
-from workbench.eval import EvalResult, evaluate
+from workbench.eval import EvalResult, evaluate, summarize
 from workbench.learn import grpo
 from workbench.learn.sft import run_sft
 from workbench.learn.sft_native import env_sft_examples, native_sft_rows
@@ -87,9 +92,6 @@ def run_dir_for(cfg: Config, run_id: int, created: float) -> Path:
 class Trainer:
     """Owns the policy, the optimizer and the RNG of one run; everything it learns goes to the store."""
 
-    grad_sync: Any = None  # with data-parallel ranks: their gradient sum (workbench.distributed.RankTrainer)
-    writes_run_dir = True  # False on the ranks other than 0: one writer of checkpoints and metric logs
-
     def __init__(
         self,
         cfg: Config,
@@ -99,10 +101,12 @@ class Trainer:
         hooks: Hooks | None = None,
         policy: Policy | None = None,
         log: Callable[[str], None] = lambda msg: None,
+        collective: Collective | None = None,
     ) -> None:
         self.cfg = cfg
         self.db = db
         self.hooks = hooks or Hooks()
+        self.collective: Collective = collective or OneProcess()
         self.log = log
         self.env = env_for_config(cfg)
         self.harness = self.env.harness
@@ -121,7 +125,8 @@ class Trainer:
         self.progress = Progress(db, run_id, log)
         self.task_ids = store.tasks.add_tasks(
             db, [task_row(t) for t in self.train_tasks + self.eval_tasks + self.test_tasks])
-        self.recorder = Recorder(db, run_id, self.task_ids, primary=self.writes_run_dir, log=log)
+        # One writer of rows, evals and promotion: rank 0 (the others' stores are scratch ones)
+        self.recorder = Recorder(db, run_id, self.task_ids, primary=self.collective.is_main, log=log)
         for w in split_warnings:
             self.log(f"warning: {w}")
             store.runs.add_event(db, run_id, "warning", w)
@@ -133,6 +138,7 @@ class Trainer:
             lora_dropout=cfg.lora.dropout, target_modules=cfg.lora.target_modules, dtype=cfg.dtype, seed=cfg.seed,
             device=cfg.device,
         )
+        self.collective.broadcast_params(self.policy.trainable_parameters())
         if cfg.tool_format == "native":  # the call format is read from the model's own chat template
             bind_tokenizer(self.env, cfg, self.policy.tokenizer)  # in place: MCP servers start once
         # Every prompt must leave the model room to answer; the first place with the tokenizer (workbench.prompt_fit)
@@ -159,7 +165,7 @@ class Trainer:
             # KL to the initial weights: copy them now, before an SFT warm-up, a step or a resume's checkpoint
             # changes them (a reference taken lazily later would be whatever the policy is then).
             self.policy.prepare_reference()
-        self.run_dir = self._run_dir()
+        self.run_dir = self.collective.from_main(self._run_dir, "the run folder")
         self.engine = make_engine(cfg, self.policy, work_dir=self._engine_dir())
         # Another engine's sampling log-probs differ from ours (kernels, dtype): correct for it in the loss.
         self.is_correction = cfg.rollout not in ("hf", "hf_generate")
@@ -176,6 +182,7 @@ class Trainer:
                                       cfg.num_generations_per_prompt) if cfg.prompt_sampler == "spread" else None)
         self.groups_seen: list[GroupSeen] = []
         self._refill_round = 0  # the dynamic-sampling round a step's rollouts are in (0: the first draw)
+        self._mine: list[int] = []  # the step's groups rolled out here (with ranks, the update's)
         self.eval_skills: dict[str, float] = {}
         self.step = 0  # GRPO steps completed
         self.sft_done = cfg.sft_steps == 0
@@ -185,11 +192,20 @@ class Trainer:
         return run_dir_for(self.cfg, self.run_id, store.runs.get_run(self.db, self.run_id)["created"])
 
     def _engine_dir(self) -> Path:
-        """Where a separate engine (vLLM) keeps the adapters it loads."""
-        return self.run_dir / "engine"
+        """Where a separate engine (vLLM) keeps the adapters it loads: each rank its own folder."""
+        return self.run_dir / ("engine" if self.collective.is_main else f"engine-rank{self.collective.rank}")
 
     # ----- verifier -------------------------------------------------------------------------------------
     def _load_verifier(self) -> tuple[Verifier, int]:
+        """The run's active verifier version; with ranks, rank 0's (its store has the run), sent as code."""
+        if self.collective.is_main:
+            v, vid = self._active_verifier()
+            self.collective.broadcast((v.code, v.name, vid), "the verifier")
+            return v, vid
+        code, name, vid = self.collective.broadcast(None, "the verifier")
+        return load_verifier_code(code, name), vid
+
+    def _active_verifier(self) -> tuple[Verifier, int]:
         row = store.verifiers.active_verifier(self.db, self.run_id)
         if row is not None:  # resumed (or edited in the UI): the stored version wins over the config
             return load_verifier_code(row["code"], row["name"]), row["id"]
@@ -214,7 +230,7 @@ class Trainer:
             self._run()
 
     def _run(self) -> None:
-        if self._needs_baseline():
+        if self.collective.from_main(self._needs_baseline, "the baseline decision"):
             self.log("baseline eval on held-out tasks")
             self.run_eval(is_baseline=True)
         if not self.sft_done:
@@ -267,11 +283,12 @@ class Trainer:
             with self._inside("sft"):  # safe points per layer, forward and backward: a pause waits < 1 s
                 losses = run_sft(self.policy, examples, self.cfg.sft_steps, lr=self.cfg.sft_learning_rate,
                                  batch_size=self.cfg.sft_batch_size, seed=self.cfg.seed, prefill=self.harness.prefill,
-                                 on_step=on_step, sync=self.grad_sync, schedule=self.cfg.sft_lr_schedule,
+                                 on_step=on_step, sync=self.collective, schedule=self.cfg.sft_lr_schedule,
                                  autocast=torch.bfloat16 if self.cfg.sft_autocast == "bfloat16" else None,
                                  rows_fn=native_sft_rows if self.cfg.tool_format == "native" else None)
         except Interrupted:  # stopped inside a step: that step never reached its optimizer step
             losses = []
+        self.collective.broadcast_params(self.policy.trainable_parameters())  # no rank drifts by a rounding
         self.engine.update_weights(self.policy)  # a separate engine (vLLM) must see the warmed-up weights
         if len(losses) < self.cfg.sft_steps:  # stopped part-way: a resume redoes the warm-up
             return
@@ -323,6 +340,7 @@ class Trainer:
         lr = self._step_lr = self.lr
         self._step_temperature = sampling.temperature
         groups: list[list[Scored]] = []
+        self._mine = []
         self._refill_round = 0
         tasks = self._step_tasks(step)
         if not self._roll_out(step, tasks, sampling, groups):
@@ -353,8 +371,10 @@ class Trainer:
         else:
             self.progress.report("update", step=step, max_steps=self.cfg.max_steps, eta_s=self._eta_s(step))
             # A pause waits inside the update; a stop lets it finish (its optimizer steps are all or none).
+            mine = self._mine  # with ranks, each trains on the groups it rolled out (gradients summed)
             with self._inside("update", interruptible=False):
-                update_metrics = self._update(groups, advantages, keep)
+                update_metrics = self._update([groups[i] for i in mine], [advantages[i] for i in mine],
+                                              [keep[i] for i in mine])
         update_s = time.perf_counter() - t1
         self.step = step
         tokens = sum(s.rollout.completion_tokens for grp in groups for s in grp)
@@ -366,7 +386,7 @@ class Trainer:
             "verifier_error_frac": errors / n_rows if n_rows else 0.0,
         }
         store.metrics.append_step(self.db, self.run_id, step, metrics)
-        if self.writes_run_dir:
+        if self.collective.is_main:
             metric_log.log_step(self.cfg, self.run_dir, step, metrics)  # TensorBoard, when `log_to` asks for it
         self.log(self._report_step(step, groups, metrics, over_budget))
         self.hooks.safe_point(self, "after_step")
@@ -399,14 +419,14 @@ class Trainer:
         errs = f" ({len(failed)}/{n} verifier errors)" if failed else ""  # which ones: the rows say (UI)
         return f"step {step}: reward {metrics['reward']:.3f}{errs} {tail}"
 
-    def _roll_out(self, step: int, tasks: list[Task], sampling: Sampling, groups: list[list[Scored]],
-                  seed_index: int | None = None) -> bool:
+    def _roll_out(self, step: int, tasks: list[Task], sampling: Sampling, groups: list[list[Scored]]) -> bool:
         """One scored rollout group per task, appended to `groups`: all the tasks' groups decode together
         (one batch: ~2x the tokens/s of a group at a time, bench/rollout_batching.py), with safe points inside
         decoding and one after the groups are scored; False when a stop was requested (then nothing of the
-        step is kept or written). The generation seed derives from (seed, step, the first group's index, or
-        `seed_index` where the caller numbers its groups itself: a rank of a data-parallel run)."""
-        g0 = len(groups) if seed_index is None else seed_index
+        step is kept or written). With ranks each rolls out its deal of the tasks and every rank gets the
+        groups in task order. The generation seed derives from (seed, step, the first group's index, rank)."""
+        picks = self.collective.deal(len(tasks))
+        g0 = len(groups) + 100_003 * self.collective.rank  # a rank must not draw rank 0's random numbers
         eta = self._eta_s(step)
 
         rounds = {"refill": self._refill_round, "refills": self.cfg.dynamic_sampling_max_refills} \
@@ -422,17 +442,20 @@ class Trainer:
         try:
             with self._inside("rollout") as point:
                 per_task = run_rollouts(
-                    self.engine, self.policy.tokenizer, self.env, tasks, self.cfg.num_generations_per_prompt,
-                    sampling, stop_token_ids=self.policy.eos_token_ids, seed=self.cfg.seed * 7_919 + step * 131 + g0,
-                    on_tokens=on_tokens,
+                    self.engine, self.policy.tokenizer, self.env, [tasks[j] for j in picks],
+                    self.cfg.num_generations_per_prompt, sampling, stop_token_ids=self.policy.eos_token_ids,
+                    seed=self.cfg.seed * 7_919 + step * 131 + g0, on_tokens=on_tokens,
                 )
         except Interrupted:
             return False
         scores = iter(self.score_many([r for rollouts in per_task for r in rollouts]))
-        for rollouts in per_task:
-            groups.append([Scored(r, self._train_score(r, next(scores))) for r in rollouts])
-        self.hooks.safe_point(self, "after_group")
-        return not self.hooks.should_stop(self)
+        local = [[Scored(r, self._train_score(r, next(scores))) for r in rollouts] for rollouts in per_task]
+        self.hooks.safe_point(self, "after_group")  # with ranks, a meeting: rank 0's stop reaches every rank
+        if self.hooks.should_stop(self):
+            return False
+        self._mine += [len(groups) + j for j in picks]
+        groups.extend(self.collective.undeal(local, len(tasks), "the rollout gather"))
+        return True
 
     @contextlib.contextmanager
     def _inside(self, phase: str, *, interruptible: bool = True) -> Iterator[Callable[[], None]]:
@@ -552,7 +575,7 @@ class Trainer:
         out = policy_update(
             self.policy, self.optimizer, self.cfg, items, n_seqs, temperature=temperature,
             lr=self._lr_at(self.step + 1, lr), is_correction=self.is_correction, micro_batch=micro_batch,
-            skip_zero_advantage=skip_zero_advantage, sync=self.grad_sync,
+            skip_zero_advantage=skip_zero_advantage, sync=self.collective,
             on_skip=lambda norm: self.log(f"step {self.step + 1}: non-finite gradient norm ({norm}); "
                                           "optimizer step skipped"),
         )
@@ -599,39 +622,54 @@ class Trainer:
                         metrics=dict(result.metrics), episodes=episodes, per_task=max(1, samples))
 
     def _evaluate(self, samples: int, label: str = "", tasks: list[Task] | None = None) -> EvalResult:
+        """`tasks` (validation by default), greedy or `samples` per task. With ranks each evaluates a
+        contiguous share and every rank gets the whole result (rank 0 records it; the others' run_eval goes on
+        in step, writing only to their scratch store)."""
         label += " sampled" if samples else ""
-        return self._evaluate_tasks(self.eval_tasks if tasks is None else tasks, samples, label)
+        tasks = self.eval_tasks if tasks is None else tasks
+        first, stop = self.collective.share(len(tasks))
+        local = self._evaluate_tasks(tasks, first, stop, samples, label)
+        parts = self.collective.gather((local.rollouts, local.flags), "the eval gather")
+        if len(parts) == 1:
+            return local
+        rollouts = [r for part in parts for r in part[0]]  # rank order is task order (contiguous shares)
+        flags = [f for part in parts for f in part[1]]
+        return EvalResult(summarize(rollouts, flags), rollouts, flags)
 
-    def _evaluate_tasks(self, tasks: list[Task], samples: int, label: str, *, first: int = 0,
-                        progress: Callable[[int, int], None] | None = None) -> EvalResult:
-        """`tasks` from index `first` of the eval's list (with ranks, each evaluates a share): the seed of
-        each batch of tasks derives from where it starts in the whole list."""
+    def _evaluate_tasks(self, tasks: list[Task], first: int, stop: int, samples: int,
+                        label: str) -> EvalResult:
+        """tasks[first:stop] of the eval's list: the seed of each batch of tasks derives from where it starts
+        in the whole list. Progress is reported for the whole list (with ranks, this share's stands for the
+        others', which run alike)."""
+        share = tasks[first:stop]
         done_tasks = [0]
-        within = progress is None  # one process: the batch's decoding shows too (ranks report their share)
 
         def report(done: int, total: int, **tokens: int) -> None:
             done_tasks[0] = done
-            self.progress.report("eval", done, total, label=label, step=self.step, **tokens)
+            whole = done * len(tasks) // total if total else len(tasks)
+            self.progress.report("eval", whole, len(tasks), label=label, step=self.step, **tokens)
 
-        on_progress = report if progress is None else progress
         with self._inside("eval") as point:
 
-            def on_tokens(k: int) -> None:
-                if within:  # tasks are counted when their batch ends; the tokens say how far the batch is
-                    report(done_tasks[0], len(tasks), tokens=k, max_tokens=self.cfg.max_completion_length)
+            def on_tokens(k: int) -> None:  # tasks count when their batch ends; the tokens say how far it is
+                report(done_tasks[0], len(share), tokens=k, max_tokens=self.cfg.max_completion_length)
                 point()
 
             return evaluate(
-                self.engine, self.policy.tokenizer, self.env, tasks,
+                self.engine, self.policy.tokenizer, self.env, share,
                 max_new_tokens=self.cfg.max_completion_length, samples=samples, temperature=self.temperature,
                 top_p=self.cfg.top_p, stop_token_ids=self.policy.eos_token_ids, seed=self.cfg.seed + 17 + first,
-                on_tokens=on_tokens, on_progress=on_progress,
+                on_tokens=on_tokens, on_progress=report,
             )
 
     def save_checkpoint(self, kind: str) -> int:
+        """Rank 0 writes the files; every rank records it (the others in their scratch store: their evals
+        point at it)."""
         path = self.run_dir / f"step-{self.step:05d}-{kind}"
-        ckpt.save(path, policy=self.policy, optimizer=self.optimizer, scheduler=None,
-                  state={"step": self.step, "lr": self.lr, "temperature": self.temperature, "sft_done": self.sft_done})
+        if self.collective.is_main:
+            ckpt.save(path, policy=self.policy, optimizer=self.optimizer, scheduler=None,
+                      state={"step": self.step, "lr": self.lr, "temperature": self.temperature,
+                             "sft_done": self.sft_done})
         return self.recorder.record_checkpoint(step=self.step, kind=kind, path=str(path))
 
     def _newest_whole(self, checkpoints: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -663,7 +701,30 @@ class Trainer:
 
     def resume(self) -> int | None:
         """Continue from the run's latest checkpoint: later steps' rows are marked superseded, not deleted.
-        Returns the step resumed from, or None when the run has no checkpoint (it starts over)."""
+        Returns the step resumed from, or None when the run has no checkpoint (it starts over). With ranks,
+        rank 0 picks the checkpoint and writes what resuming writes; every rank loads the same one."""
+        last, sft = self.collective.from_main(self._resume_point, "the resume")
+        if last is None:
+            return None
+        if sft is not None:  # the KL reference is the SFT policy: pin it again first
+            self.policy.load_adapter(Path(sft["path"]) / "adapter")
+            self._pin_sft_reference()
+        state = ckpt.load(Path(last["path"]), policy=self.policy, optimizer=self.optimizer, scheduler=None,
+                          check=False)  # verified by _resume_point
+        self.step, self.lr, self.temperature = state["step"], state["lr"], state["temperature"]
+        self.sft_done = state["sft_done"]
+        self.engine.update_weights(self.policy)
+        if self.collective.is_main:
+            with self.collective.alone():  # its catch-up eval, if any, runs here while the others wait
+                self._record_resume(last)
+        # The prompt sampler's state is read from rank 0's store, and every rank must draw alike.
+        self.groups_seen, self.eval_skills = self.collective.broadcast((self.groups_seen, self.eval_skills),
+                                                                       "the prompt sampler")
+        return self.step
+
+    def _resume_point(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """The newest whole checkpoint and, when the KL reference is the SFT policy, the whole SFT one to pin
+        it from. (None, None): none is left, and the run starts over (what it had done is superseded here)."""
         checkpoints = store.metrics.list_checkpoints(self.db, self.run_id)
         last = self._newest_whole(checkpoints)
         if last is None:
@@ -672,22 +733,23 @@ class Trainer:
             self.recorder.supersede_evals(
                 [e for e in store.metrics.list_evals(self.db, self.run_id) if not e["is_baseline"]],
                 "no whole checkpoint is left: the run starts over from the base model")
-            return None
-        if self._kl_to_sft:  # the KL reference is the SFT policy: pin it again first, from a whole one only
-            # The newest whole checkpoint may itself be the SFT one: already verified, not hashed again.
-            sft = last if last["kind"] == "sft" else self._newest_whole([c for c in checkpoints if c["kind"] == "sft"])
-            if sft is None:
-                raise ckpt.CheckpointError(
-                    f"run {self.run_id}: the KL reference is the SFT policy (reference: sft, beta {self.cfg.beta}) but "
-                    "no whole SFT checkpoint is left (see the events above); nothing was resumed"
-                )
-            self.policy.load_adapter(Path(sft["path"]) / "adapter")
-            self._pin_sft_reference()
-        state = ckpt.load(Path(last["path"]), policy=self.policy, optimizer=self.optimizer, scheduler=None,
-                          check=False)  # verified just above
-        self.step, self.lr, self.temperature = state["step"], state["lr"], state["temperature"]
-        self.sft_done = state["sft_done"]
-        self.engine.update_weights(self.policy)
+            return None, None
+        if not self._kl_to_sft:
+            return last, None
+        # The newest whole checkpoint may itself be the SFT one: already verified, not hashed again.
+        sft = last if last["kind"] == "sft" else \
+            self._newest_whole([c for c in checkpoints if c["kind"] == "sft"])
+        if sft is None:
+            raise ckpt.CheckpointError(
+                f"run {self.run_id}: the KL reference is the SFT policy (reference: sft, beta "
+                f"{self.cfg.beta}) but no whole SFT checkpoint is left (see the events above); "
+                "nothing was resumed"
+            )
+        return last, sft
+
+    def _record_resume(self, last: dict[str, Any]) -> None:
+        """What resuming from checkpoint `last` writes: later rows and evals superseded, the prompt sampler's
+        state read back, and the checkpoint's scheduled eval redone when it is not whole."""
         n = store.trajectories.mark_superseded(self.db, self.run_id, after_step=self.step)
         self._restore_sampler_state()
         store.runs.add_event(self.db, self.run_id, "resume", f"resumed from step {self.step} ({n} rows superseded)",
@@ -705,4 +767,3 @@ class Trainer:
                 self.recorder.supersede_evals(own, f"checkpoint #{last['id']}'s eval lacks {', '.join(missing)}")
             if missing:
                 self.run_eval(checkpoint_id=last["id"])
-        return self.step

@@ -61,8 +61,9 @@ class WorkerHooks(Hooks):
         self.pending_settings: dict[str, float] = {}  # set_lr / set_temperature, waiting for a step boundary
         self.where = "starting"
         self._inner_poll = Throttle(INNER_POLL_S)
-        # Called at every poll while paused. Rank 0 of a data-parallel run tells the other ranks it is still
-        # paused (workbench.distributed.RankHooks): they wait in short meetings, never one long collective.
+        # Called at every poll while paused. Rank 0 of a data-parallel run tells the other ranks it is
+        # still paused (workbench.distributed.meetings.RankHooks): they wait in short meetings, never one
+        # long collective.
         self.while_paused: Callable[[Trainer, str], None] | None = None
         self.loop = CommandLoop(db, run_id, "worker", {
             "pause": self._pause, "resume": self._resume, "stop": self._stop, "checkpoint": self._checkpoint,
@@ -228,8 +229,9 @@ def run_worker(db_path: str | Path, run_id: int, *, policy: Any = None, log: Any
                make_trainer: Any = None) -> str:
     """Train run `run_id` to the end (or until stopped), resuming from its last checkpoint.
     Returns the final status. Raises store.runs.RunLockedError if another live worker holds the run.
-    `ranks` (workbench.distributed.Ranks): this is rank 0 of a data-parallel run, the one that writes;
-    `make_trainer(cfg, db, run_id, ranks, hooks, **kw)` builds its trainer (workbench.distributed.rank_trainer)."""
+    `ranks` (workbench.distributed.collective.Ranks): this is rank 0 of a data-parallel run, the one that
+    writes; `make_trainer(cfg, db, run_id, ranks, hooks, **kw)` builds its trainer
+    (workbench.distributed.launch.rank_trainer)."""
     db_path = str(db_path)
     db = store.open_db(db_path, check=True)  # a resume from the UI too: a damaged file is refused, pages named
     session = RunSession(db, db_path, run_id)

@@ -79,7 +79,7 @@ def sft_step(policy: Any, optimizer: torch.optim.Optimizer, examples: list[Examp
     the weights, gradients and AdamW keep their own dtype.
 
     The examples' shared harness prefix runs once (`sequence_logprobs`); the loss equals HF's causal-LM
-    loss with labels -100 on the prompt. With `sync` (workbench.distributed.RankSync: data-parallel ranks)
+    loss with labels -100 on the prompt. With `sync` (workbench.distributed.collective: data-parallel ranks)
     every rank passes the whole batch and runs forward and backward on its share (examples rank, rank + N,
     ...), normalised by the batch's token count; the gradients are summed over the ranks before clipping, so
     every rank takes the step one process would take on the whole batch."""

@@ -103,7 +103,7 @@ def policy_update(
 ) -> dict[str, float]:
     """`cfg.num_iterations` optimizer steps at learning rate `lr` on `items`; the step's metrics.
 
-    `sync` (workbench.distributed.RankSync) with data-parallel ranks, each holding its share of the step's
+    `sync` (workbench.distributed.collective) with data-parallel ranks, each holding its share of the step's
     rows: the decisions (nothing to train, all advantages zero) and the normalisers are the whole step's,
     the gradients are summed over ranks before clipping, so every rank takes the 1-process optimizer step."""
     live = [it for it in items if it[4] > 0]  # rows with a loss (overlong filtering drops the others)
