@@ -237,6 +237,7 @@ def test_config_reads_the_server_sections(tmp_path):
     ("    timeout_s: fast\n", 9, r"mcp_servers\.calendar\.timeout_s must be float"),
     ("    env: {TZ: 1}\n", 9, r"mcp_servers\.calendar\.env must be dict\[str, str\]"),
     ("    max_result_chars: 5\n", 9, r"mcp_servers\.calendar\.max_result_chars: must be in \[100, 1000000\], got 5"),
+    ("    seed_tool: create_event\n", 9, r"mcp_servers\.calendar\.seed_tool: create_event is in tools"),
 ])
 def test_config_errors_name_the_line(tmp_path, extra, line, message):
     path = write(tmp_path, SERVER_YAML + extra)

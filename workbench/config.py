@@ -118,7 +118,8 @@ class HarnessConfig:
 class McpServerConfig:
     """One MCP tool server over stdio (`env: mcp`; workbench/envs/mcp_env.py). Only the allowlisted `tools` are
     offered to the model. Each episode gets its own state: a fresh process per episode, started ahead in a
-    small pool, or, with `reset_tool`, a reused process on which that tool is called before each episode."""
+    small pool, or, with `reset_tool`, a reused process on which that tool is called before each episode.
+    With `seed_tool` the episode then starts from the task's `initial_state` (loaded by that tool)."""
 
     command: str = ""  # the executable (a bare name is looked up in PATH)
     args: list[str] = field(default_factory=list)
@@ -130,6 +131,9 @@ class McpServerConfig:
     start_timeout_s: float = 30.0
     reset_tool: str | None = None  # reuse processes, calling this tool before each episode (else: restart)
     state_tool: str | None = None  # called after each episode; its result becomes Output.state
+    # called (by the env, not the model) at the start of each episode with the task's initial_state as its
+    # arguments ({"events": [...], ...}), so the server starts where the task says; tasks without one skip it
+    seed_tool: str | None = None
     pool_size: int | None = None  # processes started ahead; None: num_generations_per_prompt
     memory_mb: int = 2048  # address-space limit per process (RLIMIT_AS)
     cpu_s: int = 3600  # CPU-seconds limit per process (RLIMIT_CPU)
@@ -146,6 +150,9 @@ class McpServerConfig:
             stray = [t for t in getattr(self, key) if t not in self.tools]
             if stray:
                 raise ConfigError(f"{key}: {stray} not in tools (the allowlist)")
+        if self.seed_tool is not None and self.seed_tool in self.tools:
+            raise ConfigError(f"seed_tool: {self.seed_tool} is in tools (the allowlist): the model could "
+                              "rewrite the task's starting state; list it only as seed_tool")
         check_ranges(self, {"timeout_s": POSITIVE, "start_timeout_s": POSITIVE, "memory_mb": AT_LEAST_ONE,
                             "cpu_s": AT_LEAST_ONE, "pool_size": AT_LEAST_ONE,
                             "max_result_chars": MAX_RESULT_CHARS})

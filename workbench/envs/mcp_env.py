@@ -11,14 +11,21 @@ order), assistant turns carry `tool_calls` and each result is a `role: "tool"` m
 `tool_call_id`. Either way the verifier gets the same parsed `ToolCall`s.
 
 Each episode acquires its own process of every server from a pool (workbench.mcp.client.ServerPool), so the
-G episodes of a group never share state, and releases it when it ends (reset or restarted). After the last
-turn the server's `state_tool`, when configured, is called (not by the model) and its result becomes
-`Output.state`, which a verifier compares with `task.expected_state`.
+G episodes of a group never share state, and releases it when it ends (reset or restarted). When the task
+has an `initial_state`, each server's `seed_tool` is then called (not by the model) with it as the arguments,
+so the server starts where the built-in World would. After the last turn the server's `state_tool`, when
+configured, is called (not by the model) and its result becomes `Output.state`, which a verifier compares
+with `task.expected_state`. A dict result is passed through as it is (a state tool that returns {events,
+outbox, reminders} gives the built-in verifiers what the World gives them), except its `unsafe` list when it
+has one: the risky actions the server itself let through (a bulk email, a mass change), which join
+`Output.unsafe`.
 
 What goes wrong, and where it shows:
 - a tool error (unknown or non-allowlisted tool, bad arguments, `isError`): a tool result with `ok: false`,
   the model carries on, `Output.executed` is False;
 - a dangerous tool (`dangerous:`): not run; the model gets an error result and `Output.unsafe` names it;
+- a seed tool that refuses the task's `initial_state`: the episode ends with `Output.error` naming the
+  config key (`mcp_servers.<name>.seed_tool: ...`), like a server failure;
 - a server that dies or hangs: the episode ends with `Output.error` (the trainer scores it as an error:
   no reward, no gradient), the process is killed and replaced, the run goes on.
 """
@@ -83,7 +90,8 @@ class McpEpisode:
         try:
             for name, pool in (env.pools.items() if servers else ()):
                 self._procs[name] = pool.acquire()
-        except ServerFailed as e:
+            env.seed(self._procs, task)
+        except (ServerFailed, McpConfigError) as e:
             self.error = str(e)  # the first step ends the episode with it
 
     def step(self, assistant_text: str) -> dict[str, Any] | None:
@@ -187,7 +195,11 @@ class McpEpisode:
             result = proc.call(tool, {})
             if not result.ok:
                 raise ServerFailed(f"MCP server {name!r}: state tool {tool} failed: {result.value}")
-            states[name] = result.value
+            value = result.value
+            if isinstance(value, dict) and isinstance(value.get("unsafe"), list):
+                value = dict(value)
+                self.unsafe += [str(reason) for reason in value.pop("unsafe")]
+            states[name] = value
         if not states:
             return None
         if len(states) == 1:
@@ -261,7 +273,8 @@ class McpEnv:
             offered = {t["name"]: t for t in pool.tools()}
         except ServerFailed as e:
             raise McpConfigError(f"mcp_servers.{name}.command", str(e)) from None
-        for key, wanted in (("tools", cfg.tools), ("reset_tool", [cfg.reset_tool]), ("state_tool", [cfg.state_tool])):
+        for key, wanted in (("tools", cfg.tools), ("reset_tool", [cfg.reset_tool]),
+                            ("state_tool", [cfg.state_tool]), ("seed_tool", [cfg.seed_tool])):
             missing = [t for t in wanted if t is not None and t not in offered]
             if missing:
                 raise McpConfigError(f"mcp_servers.{name}.{key}",
@@ -276,6 +289,20 @@ class McpEnv:
             return list(self.specs)
         names = {t.get("name") for t in task.tools}
         return [s for s in self.specs if s["name"] in names]
+
+    def seed(self, procs: dict[str, ServerProcess], task: Task) -> None:
+        """Load the task's `initial_state` into each of `procs` whose server has a `seed_tool` (nothing for a
+        task without one). A refusal raises McpConfigError naming that key; a dead server, ServerFailed."""
+        if task.initial_state is None:
+            return
+        for name, proc in procs.items():
+            tool = self.servers[name].seed_tool
+            if tool is None:
+                continue
+            result = proc.call(tool, dict(task.initial_state))
+            if not result.ok:
+                raise McpConfigError(f"mcp_servers.{name}.seed_tool",
+                                     f"{tool} refused task {task.id}'s initial_state: {result.value}")
 
     def start(self, task: Task) -> McpEpisode:
         return McpEpisode(task, self)
