@@ -11,8 +11,11 @@
   row's gradient flows back through the one prefix pass into the LoRA weights), and only each row's own
   tokens (rest of its prompt, then its completion) run per row. Same maths as `completion_logprobs`, to
   float rounding.
+- `BatchPrefix`: the common prefix of a whole update's rows run once for all its micro-batches (each
+  micro-batch's `shared_prefix_logprobs` continues from its keys/values); its gradient is gathered at those
+  keys/values and taken through the prefix pass once (`BatchPrefix.backward`).
 - `sequence_logprobs`: what the trainer and SFT call; the shared-prefix pass when there is a shared
-  prefix, else the packed one.
+  prefix, else the packed one ($WORKBENCH_PREFIX_REUSE=off: always the packed one).
 """
 
 from __future__ import annotations
@@ -20,12 +23,15 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from transformers.cache_utils import DynamicCache
 
 from workbench.rollout.cache_kind import has_plain_kv_cache
 from workbench.rollout.hf import base_forward_params, cache_of
+from workbench.rollout.prefix_kv import prefix_reuse
 from workbench.rollout.prompt import common_prefix_len
 
-__all__ = ["completion_logprobs", "sequence_logprobs", "shared_prefix_logprobs", "token_logprobs"]
+__all__ = ["BatchPrefix", "batch_prefix", "completion_logprobs", "sequence_logprobs",
+           "shared_prefix_logprobs", "token_logprobs"]
 
 
 def _pack(
@@ -111,6 +117,53 @@ def token_logprobs(
     return logp, mask
 
 
+class BatchPrefix:
+    """The common prefix of all the prompts of an update (every micro-batch's), run once.
+
+    It stops one token short of the shortest prompt, so every row has a prompt token of its own and the
+    prefix's logits are never needed. Each micro-batch continues from its keys/values
+    (`shared_prefix_logprobs(..., prefix=this)`). With autograd on, those keys/values are leaves: each
+    micro-batch's backward stops there and adds its gradient to theirs, and `backward()` takes the sum through
+    the prefix pass once, into the weights. The same gradient as a prefix pass per micro-batch (the chain
+    rule is linear), for one forward and one backward of the prefix; its graph lives until `backward()`."""
+
+    def __init__(self, model: Any, prompt_ids_list: list[list[int]]) -> None:
+        length = min(common_prefix_len(prompt_ids_list), min(len(p) for p in prompt_ids_list) - 1)
+        if length < 1:
+            raise ValueError("the prompts share no prefix short of the shortest one")
+        self.tokens = list(prompt_ids_list[0][:length])
+        device = next(model.parameters()).device
+        out = model(input_ids=torch.tensor([self.tokens], dtype=torch.long, device=device), use_cache=True,
+                    logits_to_keep=1)
+        cache = cache_of(out)
+        self._computed = [t for layer in cache.layers for t in (layer.keys, layer.values)]
+        grad = torch.is_grad_enabled() and any(t.requires_grad for t in self._computed)
+        self._kv = [t.detach().requires_grad_() for t in self._computed] if grad else self._computed
+
+    def cache(self) -> DynamicCache:
+        """A fresh cache of batch 1 holding the prefix's keys/values, for one micro-batch to continue from."""
+        return DynamicCache(ddp_cache_data=list(zip(self._kv[0::2], self._kv[1::2], strict=True)))
+
+    def backward(self) -> None:
+        """Take the gradient gathered at the prefix's keys/values through its pass (once, after every
+        micro-batch's backward), then free the pass."""
+        pairs = [(t, kv.grad) for t, kv in zip(self._computed, self._kv, strict=True)
+                 if kv is not t and t.requires_grad and kv.grad is not None]
+        if pairs:
+            torch.autograd.backward([t for t, _ in pairs], [g for _, g in pairs])
+        self._computed, self._kv = [], []
+
+
+def batch_prefix(model: Any, prompt_ids_list: list[list[int]]) -> BatchPrefix | None:
+    """One prefix pass for an update's micro-batches, or None where there is none to share (no common prefix,
+    a model whose cache is not plain keys/values, $WORKBENCH_PREFIX_REUSE other than on)."""
+    if prefix_reuse() != "on" or not prompt_ids_list or not has_plain_kv_cache(model):
+        return None
+    if min(common_prefix_len(prompt_ids_list), min(len(p) for p in prompt_ids_list) - 1) < 1:
+        return None
+    return BatchPrefix(model, prompt_ids_list)
+
+
 def shared_prefix_logprobs(
     model: Any,
     prompt_ids_list: list[list[int]],
@@ -119,9 +172,11 @@ def shared_prefix_logprobs(
     *,
     pad_token_id: int = 0,
     return_entropy: bool = False,
+    prefix: BatchPrefix | None = None,
 ) -> tuple[torch.Tensor, ...]:
     """(logps [N, T], mask [N, T]) (+ entropy [N, T]) of each completion given its prompt; drop-in for
-    `completion_logprobs` that runs the prompts' common prefix once."""
+    `completion_logprobs` that runs the prompts' common prefix once. With `prefix` (the whole update's, which
+    these prompts start with), only the part of the common prefix after it runs here."""
     if len(prompt_ids_list) != len(completion_ids_list) or not prompt_ids_list:
         raise ValueError("need one prompt per completion, and at least one")
     device = next(model.parameters()).device
@@ -131,6 +186,9 @@ def shared_prefix_logprobs(
     p = common_prefix_len(prompt_ids_list)
     if p == 0:
         raise ValueError("prompts share no prefix token; use completion_logprobs")
+    start = 0 if prefix is None else len(prefix.tokens)
+    if prefix is not None and (p < start or prompt_ids_list[0][:start] != prefix.tokens):
+        raise ValueError("the prompts do not start with the batch's prefix")
     rests = [pr[p:] for pr in prompt_ids_list]
     t_width = max((len(c) for c in completion_ids_list), default=0)
     width = max(len(r) + len(c) for r, c in zip(rests, completion_ids_list, strict=True))
@@ -152,16 +210,23 @@ def shared_prefix_logprobs(
     if t_width == 0:
         empty = torch.zeros((n, 0), device=device)
         return (empty, mask, empty.clone()) if return_entropy else (empty, mask)
-    prefix = torch.tensor([prompt_ids_list[0][:p]], dtype=torch.long, device=device)
-    first = model(input_ids=prefix, use_cache=True, logits_to_keep=1)
-    cache = cache_of(first)
-    cache.batch_repeat_interleave(n)
     cache_kw = "cache" if "cache" in base_forward_params(model) else "past_key_values"
+    cache, head = (prefix.cache(), None) if prefix is not None else (None, None)
+    if p > start:  # the common prefix (after the batch's), once
+        given = {cache_kw: cache} if cache is not None else {}
+        first = model(input_ids=torch.tensor([prompt_ids_list[0][start:p]], dtype=torch.long, device=device),
+                      position_ids=torch.arange(start, p, device=device)[None], use_cache=True,
+                      logits_to_keep=1, **given)
+        cache, head = cache_of(first), first.logits[:, -1:, :]
+    cache.batch_repeat_interleave(n)
     full_attn = torch.cat([torch.ones((n, p), dtype=torch.long, device=device), attn], dim=-1)
     positions = torch.arange(p, p + ids.shape[1], device=device).expand(n, -1)
     rest_out = model(input_ids=ids, attention_mask=full_attn, position_ids=positions, use_cache=True,
                      **{cache_kw: cache})
-    combined = torch.cat([first.logits[:, -1:, :].expand(n, 1, -1), rest_out.logits], dim=1)
+    if head is None:  # nothing ran after the batch's prefix: every row has prompt tokens of its own
+        combined, src = rest_out.logits, src - 1
+    else:
+        combined = torch.cat([head.expand(n, 1, -1), rest_out.logits], dim=1)
     src = src.clamp(max=combined.shape[1] - 1)  # padded positions point anywhere valid; masked below
     return token_logprobs([combined[r, src[r]] for r in range(n)], targets, mask, temperature, return_entropy)
 
@@ -175,7 +240,11 @@ def sequence_logprobs(
 ) -> tuple[torch.Tensor, ...]:
     """`shared_prefix_logprobs` when the prompts share a prefix (always, with one harness), else the
     packed `completion_logprobs`; always the packed one for a model whose cache is not plain attention
-    keys/values (a hybrid Mamba model's recurrent state cannot be repeated per row)."""
-    shared = common_prefix_len(prompt_ids_list) > 0 and has_plain_kv_cache(model)
+    keys/values (a hybrid Mamba model's recurrent state cannot be repeated per row), and with
+    $WORKBENCH_PREFIX_REUSE=off. `prefix=` (a `BatchPrefix` of the whole update) goes to the shared pass."""
+    if kw.get("prefix") is not None:
+        return shared_prefix_logprobs(model, prompt_ids_list, completion_ids_list, temperature, **kw)
+    kw.pop("prefix", None)
+    shared = prefix_reuse() != "off" and common_prefix_len(prompt_ids_list) > 0 and has_plain_kv_cache(model)
     fn = shared_prefix_logprobs if shared else completion_logprobs
     return fn(model, prompt_ids_list, completion_ids_list, temperature, **kw)

@@ -25,7 +25,7 @@ import torch
 
 from workbench.config import Config
 from workbench.learn import grpo
-from workbench.learn.logprobs import sequence_logprobs
+from workbench.learn.logprobs import BatchPrefix, batch_prefix, sequence_logprobs
 from workbench.rollout.runner import Rollout
 
 # prompt ids, completion ids, advantage, sampling logps, and the row's weight: 0 for a row without loss
@@ -53,7 +53,8 @@ def truncated_is_weights(trainer_logps: torch.Tensor, sampling_logps: torch.Tens
 
 def _chunks(items: list[Item], size: int) -> list[list[Item]]:
     """Micro-batches for the update, in step order: a group's samples sit together, and every prompt of a
-    step starts with the same harness, so each micro-batch's common prefix runs once."""
+    step starts with the same harness, which runs once for all the micro-batches (`BatchPrefix`); what a
+    micro-batch's prompts share beyond it runs once per micro-batch."""
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
@@ -122,20 +123,27 @@ def policy_update(
     work, work_tokens = (nonzero, counts[3]) if counts[1] else (live, total_tokens)
     chunks = _chunks(work, micro_batch)
 
-    def logprobs(m: Any, ch: list[Item], entropy: bool = False) -> tuple:
+    def logprobs(m: Any, ch: list[Item], entropy: bool = False, prefix: BatchPrefix | None = None) -> tuple:
         prompts, comps = [it[0] for it in ch], [it[1] for it in ch]
-        return sequence_logprobs(m, prompts, comps, temp, pad_token_id=pad, return_entropy=entropy)
+        return sequence_logprobs(m, prompts, comps, temp, pad_token_id=pad, return_entropy=entropy,
+                                 prefix=prefix)
+
+    def shared(m: Any) -> BatchPrefix | None:
+        """The harness every micro-batch starts with, run once for all of them (a lone micro-batch
+        shares it anyway)."""
+        return batch_prefix(m, [it[0] for it in work]) if len(chunks) > 1 else None
 
     old: list[torch.Tensor | None] = [None] * len(chunks)
     ref: list[torch.Tensor | None] = [None] * len(chunks)
     model.train()  # old log-probs in the update's own mode (LoRA dropout), so the first ratio is 1
     with torch.no_grad():
-        for j, ch in enumerate(chunks):
-            if cfg.num_iterations > 1:
-                old[j] = logprobs(model, ch)[0]
-            if cfg.beta > 0:
-                with policy.reference() as ref_model:
-                    ref[j] = logprobs(ref_model, ch)[0]
+        if cfg.num_iterations > 1:
+            prefix = shared(model)
+            old = [logprobs(model, ch, prefix=prefix)[0] for ch in chunks]
+        if cfg.beta > 0:
+            with policy.reference() as ref_model:
+                prefix = shared(ref_model)
+                ref = [logprobs(ref_model, ch, prefix=prefix)[0] for ch in chunks]
     for group in optimizer.param_groups:
         group["lr"] = lr
     model.train()
@@ -144,8 +152,9 @@ def policy_update(
     skipped = 0
     for _ in range(cfg.num_iterations):
         optimizer.zero_grad(set_to_none=True)
+        prefix = shared(model)
         for j, ch in enumerate(chunks):
-            logps, mask, ent = logprobs(model, ch, entropy=True)
+            logps, mask, ent = logprobs(model, ch, entropy=True, prefix=prefix)
             adv = torch.tensor([it[2] for it in ch], dtype=logps.dtype, device=logps.device)
             seq_w = (None if all(it[4] == 1.0 for it in ch)
                      else torch.tensor([it[4] for it in ch], dtype=logps.dtype, device=logps.device))
@@ -171,6 +180,8 @@ def policy_update(
             sums["loss"] = sums.get("loss", 0.0) + float(loss.detach()) * weight
             for k, v in m.items():
                 sums[k] = sums.get(k, 0.0) + v * tok_w
+        if prefix is not None:  # the micro-batches' gradients at the harness's keys/values, through it once
+            prefix.backward()
         if sync is not None:  # each rank's loss used the step's normalisers: the sum is the step's gradient
             sync.sum_grads(policy.trainable_parameters())
         grad_norm = float(torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), cfg.max_grad_norm))

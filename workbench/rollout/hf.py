@@ -4,6 +4,10 @@ GRPO samples a group of n completions per prompt. `model.generate(num_return_seq
 prefill n times; here the prompts are prefilled once (left-padded in one batch), the KV cache is repeated n
 times along the batch, and our own decode loop samples with that cache. Finished rows are dropped from the
 batch as they end, so a group where most replies stop early does not pay for the longest one.
+
+The prompts' common prefix (the system prompt with the tools) is prefilled once per call and its keys/values
+are kept for the next call of the same policy version (workbench.rollout.prefix_kv): a later eval batch or
+turn prefills only what it does not share.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import torch
 
 from workbench.rollout.base import check_generate_args
 from workbench.rollout.kv_cache import growing_cache
+from workbench.rollout.prefix_kv import PrefixKV, prefix_reuse
 from workbench.rollout.prompt import common_prefix_len
 from workbench.safe_points import DECODE_EVERY
 from workbench.types import Completion
@@ -116,6 +121,7 @@ class HFEngine:
         self.max_batch_size = max_batch_size
         self.onednn_head = onednn_head
         self._packed: OneDNNHead | None = None
+        self.prefix_kv = PrefixKV()  # the common prefix's keys/values for this policy version
 
     def _fast_head(self, model: Any, device: torch.device) -> tuple[Any, torch.nn.Module] | None:
         """(owner, the original head) after swapping in the packed head, or None where it does not apply."""
@@ -132,6 +138,22 @@ class HFEngine:
 
     def update_weights(self, policy: Any) -> None:
         self.policy = policy  # same model object: it already samples from the current weights
+        self.prefix_kv.clear()  # but the cached prefix's keys/values were the old weights'
+
+    def _prefix_cache(self, model: Any, prefix: list[int], device: torch.device, cache_kw: str,
+                      keep: bool) -> Any:
+        """A growing cache (batch 1) holding `prefix`'s keys/values: from `prefix_kv` as far as it has them
+        (`keep`), the rest prefilled here."""
+
+        def prefill(tokens: list[int], start: int, cache: Any) -> Any:
+            positions = torch.arange(start, start + len(tokens), device=device)[None]
+            out = model(input_ids=torch.tensor([tokens], device=device), position_ids=positions,
+                        use_cache=True, logits_to_keep=1, **{cache_kw: cache})
+            return cache_of(out)
+
+        if not keep:
+            return prefill(prefix, 0, growing_cache())
+        return self.prefix_kv.cache_for(model, prefix, prefill)
 
     def close(self) -> None:
         pass
@@ -197,12 +219,13 @@ class HFEngine:
         pad_id = self.policy.tokenizer.pad_token_id or 0
         lens = torch.tensor([len(p) for p in prompts], device=device)
         shared = min(common_prefix_len(prompts), int(lens.min()) - 1)  # each row keeps >= 1 own token
+        reuse = prefix_reuse()
         cache = None
-        if len(prompts) > 1 and shared >= MIN_SHARED_PREFIX:
-            # One harness for every prompt: prefill the common prefix once and repeat its cache per row.
-            first = model(input_ids=torch.tensor([prompts[0][:shared]], device=device), use_cache=True,
-                          logits_to_keep=1, **{cache_kw: growing_cache()})
-            cache = cache_of(first)
+        # One harness for every prompt: prefill the common prefix once and repeat its cache per row. Kept
+        # across calls ("on"), a lone prompt's own prefix is worth splitting off too: the next call starts
+        # there.
+        if shared >= MIN_SHARED_PREFIX and ((len(prompts) > 1 and reuse != "off") or reuse == "on"):
+            cache = self._prefix_cache(model, prompts[0][:shared], device, cache_kw, reuse == "on")
             cache.batch_repeat_interleave(len(prompts))
         rests = [p[shared:] for p in prompts] if cache is not None else prompts
         width = max(len(r) for r in rests)
