@@ -9,6 +9,7 @@ from pathlib import Path
 import store
 from tests.test_trainer import tiny_cfg, verifier_path  # noqa: F401  (fixture)
 from workbench.run.recorder import expected_parts, missing_parts, part_name
+from workbench.run.records import Eval
 from workbench.trainer import Hooks, Trainer
 
 
@@ -34,13 +35,13 @@ class StopInTestEval(Hooks):
 
 
 def live_evals(db, run_id):
-    return store.metrics.list_evals(db, run_id)
+    return [Eval.from_row(e) for e in store.metrics.list_evals(db, run_id)]
 
 
 def by_checkpoint(db, run_id):
     out: dict[int | None, list[str]] = {}
     for e in live_evals(db, run_id):
-        out.setdefault(None if e["is_baseline"] else e["checkpoint_id"], []).append(part_name(e))
+        out.setdefault(None if e.is_baseline else e.checkpoint_id, []).append(part_name(e))
     return out
 
 
@@ -72,7 +73,7 @@ def test_a_stop_inside_the_test_eval_records_nothing_of_that_checkpoint_and_resu
     got = by_checkpoint(db, rid)
     for key in (None, *(c["id"] for c in checkpoints)):  # one whole eval per checkpoint, each part once
         assert sorted(got[key]) == sorted(parts), key
-        own = [e for e in live_evals(db, rid) if (None if e["is_baseline"] else e["checkpoint_id"]) == key]
+        own = [e for e in live_evals(db, rid) if (None if e.is_baseline else e.checkpoint_id) == key]
         assert missing_parts(db, own, parts) == []
     decisions = [e["data"]["checkpoint_id"] for e in store.runs.events_since(db, rid) if e["kind"] == "promotion"]
     assert decisions == [c["id"] for c in checkpoints]  # one decision per checkpoint
@@ -93,8 +94,8 @@ def test_a_part_written_eval_from_before_is_superseded_and_redone(tiny_model, tm
     resumed = Trainer(cfg, db, run_id=rid)
     resumed.resume()
     assert db.execute("SELECT superseded FROM evals WHERE id = ?", [half]).fetchone()[0] == 1
-    own = [e for e in live_evals(db, rid) if e["checkpoint_id"] == sft["id"]]
-    assert half not in {e["id"] for e in own}
+    own = [e for e in live_evals(db, rid) if e.checkpoint_id == sft["id"]]
+    assert half not in {e.id for e in own}
     assert missing_parts(db, own, expected_parts(sampled=False, test=True)) == []
     assert any("lacks" in e["message"] for e in store.runs.events_since(db, rid) if e["kind"] == "eval")
 
@@ -113,6 +114,6 @@ def test_a_run_that_starts_over_keeps_one_live_sft_only_eval(tiny_model, tmp_pat
     assert resumed.resume() is None
     resumed.run()
     sft_only = [e for e in live_evals(db, rid)
-                if e["step"] == 0 and not e["is_baseline"] and part_name(e) == "held_out greedy"]
+                if e.step == 0 and not e.is_baseline and part_name(e) == "held_out greedy"]
     assert len(sft_only) == 1
-    assert [e["is_baseline"] for e in live_evals(db, rid) if part_name(e) == "held_out greedy"].count(1) == 1
+    assert [e.is_baseline for e in live_evals(db, rid) if part_name(e) == "held_out greedy"].count(True) == 1

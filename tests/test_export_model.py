@@ -72,10 +72,10 @@ def test_merged_folder_is_the_policy(exported, tiny_model: Path) -> None:
 
     db, run, tmp = exported
     done = export_model(db, run, tmp / "out")  # the promoted checkpoint: step 2
-    assert done.checkpoint["step"] == 2 and done.adapter is not None
+    assert done.checkpoint.step == 2 and done.adapter is not None
     assert (done.adapter / "adapter_config.json").is_file() and not (done.merged / "adapter_config.json").exists()
     policy = load_policy(tiny_model, adapter="lora", lora_r=4, lora_alpha=8, target_modules="all-linear",
-                         adapter_path=Path(done.checkpoint["path"]) / "adapter")
+                         adapter_path=Path(done.checkpoint.path) / "adapter")
     merged = AutoModelForCausalLM.from_pretrained(done.merged).eval()
     ids = torch.tensor([policy.tokenizer.encode("Schedule a meeting with Bob tomorrow at 2 PM")])
     with torch.no_grad():
@@ -132,8 +132,8 @@ def test_native_export_says_to_pass_tools_and_names_the_parser(hermes_export) ->
 
 def test_checkpoint_choice_and_errors(exported) -> None:
     db, run, tmp = exported
-    assert export_model(db, run, tmp / "a", "0").checkpoint["kind"] == "sft"
-    assert export_model(db, run, tmp / "b", "latest").checkpoint["step"] == 2
+    assert export_model(db, run, tmp / "a", "0").checkpoint.kind == "sft"
+    assert export_model(db, run, tmp / "b", "latest").checkpoint.step == 2
     with pytest.raises(ExportModelError, match=r"no checkpoint at step 7; it has: step 0 \(sft\), step 2"):
         export_model(db, run, tmp / "c", "7")
     with pytest.raises(ExportModelError, match="already exists"):
@@ -190,7 +190,7 @@ def test_merged_hermes_model_emits_the_call(hermes_export) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     assert hermes_export.tool_parser == "hermes" and hermes_export.adapter is None  # adapter: full
-    assert hermes_export.checkpoint["step"] == 2  # the run's last checkpoint, after the GRPO steps
+    assert hermes_export.checkpoint.step == 2  # the run's last checkpoint, after the GRPO steps
     assert hermes_export.serve_command().endswith("--enable-auto-tool-choice --tool-call-parser hermes")
     tok = AutoTokenizer.from_pretrained(hermes_export.merged)
     assert tok.chat_template == QWEN25_TEMPLATE

@@ -16,7 +16,7 @@ Rows are read through the store in keyset pages, never the whole table at once.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from store.trajectories import TrajectoryFilter, page_trajectories
 from workbench.envs.harness import DEFAULT_EXAMPLE_ASSISTANT, DEFAULT_EXAMPLE_USER
 from workbench.envs.parse import parse_tool_call
 from workbench.errors import InputError
+from workbench.run.records import Run, Task, Trajectory
 from workbench.tasks import openai_tool_spec
 from workbench.types import ToolCall
 
@@ -69,7 +70,7 @@ def iter_trajectories(db: sqlite_utils.Database, flt: ExportFilter) -> Iterator[
         after = None
         while True:
             page = page_trajectories(db, page_flt, descending=False, after=after, limit=500)
-            ids = [r["id"] for r in page.rows]
+            ids = [Trajectory.from_row(r).id for r in page.rows]
             if flt.labels:
                 verdicts = store.labels.verdicts(db, ids)
                 ids = [i for i in ids if verdicts.get(i) in flt.labels]
@@ -103,10 +104,10 @@ def _harness_prefix_len(messages: list[dict[str, Any]], harness: dict[str, Any])
     return i
 
 
-def _task_turns(task: dict[str, Any] | None) -> int:
+def _task_turns(task: Task | None) -> int:
     """How many messages the task itself contributed after the harness: its `messages` (system ones aside,
     as the harness drops them) or its one prompt."""
-    extra = (task or {}).get("extra") or {}
+    extra = (task.extra if task is not None else None) or {}
     msgs = extra.get("messages") if isinstance(extra, dict) else None
     return len([m for m in msgs if m.get("role") != "system"]) if msgs else 1
 
@@ -122,8 +123,8 @@ def _plain(m: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def json_harness_messages(messages: list[dict[str, Any]], calls: list[dict[str, Any]], harness: dict[str, Any],
-                          task: dict[str, Any] | None) -> list[dict[str, Any]]:
+def json_harness_messages(messages: list[dict[str, Any]], calls: Sequence[ToolCall], harness: dict[str, Any],
+                          task: Task | None) -> list[dict[str, Any]]:
     """A JSON-harness conversation in the OpenAI shape, without the harness (see the module docstring).
 
     `calls` are the row's stored calls, in order. With one reply they are all its calls (a parallel-call
@@ -132,7 +133,7 @@ def json_harness_messages(messages: list[dict[str, Any]], calls: list[dict[str, 
     n_task = _task_turns(task)
     out = [_plain(m) for m in messages[start : start + n_task]]
     replies = messages[start + n_task :]
-    stored = [ToolCall.from_dict(c) for c in calls]
+    stored = list(calls)
     single = sum(m.get("role") == "assistant" for m in replies) == 1
     k = 0
     last: dict[str, Any] | None = None  # the call a following tool result answers
@@ -164,9 +165,9 @@ def json_harness_messages(messages: list[dict[str, Any]], calls: list[dict[str, 
     return out
 
 
-def offered_tools(task: dict[str, Any] | None, config: dict[str, Any]) -> list[dict[str, Any]]:
+def offered_tools(task: Task | None, config: dict[str, Any]) -> list[dict[str, Any]]:
     """The tools the episode offered, as OpenAI function specs: the task's, else its environment's defaults."""
-    tools = (task or {}).get("tools")
+    tools = task.tools if task is not None else None
     if tools is None:
         env = config.get("env", "single_turn")
         if env == "mcp":
@@ -178,14 +179,14 @@ def offered_tools(task: dict[str, Any] | None, config: dict[str, Any]) -> list[d
     return [openai_tool_spec(t) for t in tools]
 
 
-def openai_row(row: dict[str, Any], run: dict[str, Any], task: dict[str, Any] | None) -> dict[str, Any]:
+def openai_row(row: Trajectory, run: Run, task: Task | None) -> dict[str, Any]:
     """One trajectory as `{"messages": [...], "tools": [...]}`."""
-    config = run.get("config") or {}
-    messages = row["messages"] if isinstance(row.get("messages"), list) else []
+    config = run.config
+    messages = list(row.messages or ())
     if config.get("tool_format") == "native":
         msgs = [_plain(m) for m in messages]
     else:
-        msgs = json_harness_messages(messages, row.get("tool_calls") or [], run.get("harness") or {}, task)
+        msgs = json_harness_messages(messages, row.tool_calls, run.harness or {}, task)
     return {"messages": msgs, "tools": offered_tools(task, config)}
 
 
@@ -208,17 +209,19 @@ def export_trajectories(db: sqlite_utils.Database, flt: ExportFilter, fmt: str, 
         flat = [{k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in _jsonable(r).items()} for r in rows]
         pq.write_table(pa.Table.from_pylist(flat), out)
         return len(flat)
-    runs: dict[int, dict[str, Any]] = {}
-    tasks: dict[int, dict[str, Any] | None] = {}
+    runs: dict[int, Run] = {}
+    tasks: dict[int | None, Task | None] = {}
     n = 0
     with out.open("w", encoding="utf-8") as f:
         for r in rows:
             if fmt == "openai":
-                run = runs.get(r["run_id"]) or runs.setdefault(r["run_id"], store.runs.get_run(db, r["run_id"]))
-                tid = r.get("task_id")
-                if tid not in tasks:
-                    tasks[tid] = store.tasks.get_task(db, tid) if tid is not None else None
-                r = openai_row(r, run, tasks[tid])
+                t = Trajectory.from_row(r)
+                if t.run_id not in runs:
+                    runs[t.run_id] = Run.from_row(store.runs.get_run(db, t.run_id))
+                if t.task_id not in tasks:
+                    task = store.tasks.get_task(db, t.task_id) if t.task_id is not None else None
+                    tasks[t.task_id] = Task.from_row(task) if task is not None else None
+                r = openai_row(t, runs[t.run_id], tasks[t.task_id])
             f.write(json.dumps(_jsonable(r)) + "\n")
             n += 1
     return n

@@ -27,6 +27,7 @@ import store
 from workbench import checkpoint as ckpt
 from workbench.config import config_from_dict
 from workbench.errors import InputError
+from workbench.run.records import Checkpoint, Run
 
 # vLLM's --tool-call-parser for the formats workbench.envs.tool_parsers detects (same names where vLLM has one).
 VLLM_TOOL_PARSERS = {"hermes": "hermes", "llama3_json": "llama3_json", "mistral": "mistral"}
@@ -41,7 +42,7 @@ class ModelExport:
     out: Path
     merged: Path
     adapter: Path | None  # None for adapter: full
-    checkpoint: dict[str, Any]
+    checkpoint: Checkpoint
     tool_parser: str | None  # vLLM's --tool-call-parser for the chat template, when it has one
 
     def serve_command(self) -> str:
@@ -49,25 +50,25 @@ class ModelExport:
         return f"vllm serve {self.merged}{flags}"
 
 
-def pick_checkpoint(db: sqlite_utils.Database, run_id: int, which: str = "promoted") -> dict[str, Any]:
+def pick_checkpoint(db: sqlite_utils.Database, run_id: int, which: str = "promoted") -> Checkpoint:
     """`promoted` (the best that beats the baseline), `latest`, or a step number (its newest checkpoint)."""
-    every = store.metrics.list_checkpoints(db, run_id)
-    listing = ", ".join(f"step {c['step']} ({c['kind']}{', promoted' if c['promoted'] else ''})" for c in every)
+    every = [Checkpoint.from_row(c) for c in store.metrics.list_checkpoints(db, run_id)]
+    listing = ", ".join(f"step {c.step} ({c.kind}{', promoted' if c.promoted else ''})" for c in every)
     if not every:
         raise ExportModelError(f"run {run_id} has no checkpoint yet")
     if which == "promoted":
-        c = store.metrics.promoted_checkpoint(db, run_id)
-        if c is None:
+        row = store.metrics.promoted_checkpoint(db, run_id)
+        if row is None:
             raise ExportModelError(f"run {run_id} has no promoted checkpoint (none beat the baseline yet); "
                                    f"use --checkpoint latest or a step: {listing}")
-        return c
+        return Checkpoint.from_row(row)
     if which == "latest":
         return every[-1]
     try:
         step = int(which)
     except ValueError:
         raise ExportModelError(f"--checkpoint {which!r} is not promoted, latest or a step number") from None
-    at = [c for c in every if c["step"] == step]
+    at = [c for c in every if c.step == step]
     if not at:
         raise ExportModelError(f"run {run_id} has no checkpoint at step {step}; it has: {listing}")
     return at[-1]
@@ -95,10 +96,10 @@ def export_model(db: sqlite_utils.Database, run_id: int, out: str | Path, which:
 
     from workbench.models import load_policy, resolve_model
 
-    run = store.runs.get_run(db, run_id)
-    cfg = config_from_dict(run["config"], f"run {run_id} config")
+    run = Run.from_row(store.runs.get_run(db, run_id))
+    cfg = config_from_dict(run.config, f"run {run_id} config")
     chosen = pick_checkpoint(db, run_id, which)
-    path = Path(chosen["path"])
+    path = Path(chosen.path)
     problem = ckpt.verify(path)
     if problem is not None:
         raise ckpt.CheckpointError(problem)
@@ -120,8 +121,10 @@ def export_model(db: sqlite_utils.Database, run_id: int, out: str | Path, which:
     parser = _tool_parser(cfg, tokenizer.chat_template if isinstance(tokenizer.chat_template, str) else None)
     write_harness(out, run, cfg, parser)
     (out / "workbench_export.json").write_text(json.dumps({
-        "run": run_id, "run_name": run.get("name"), "base_model": cfg.model, "adapter": cfg.adapter,
-        "checkpoint": {k: chosen[k] for k in ("id", "step", "kind", "path", "promoted")},
+        "run": run_id, "run_name": run.name, "base_model": cfg.model, "adapter": cfg.adapter,
+        # promoted as the store keeps it (0/1)
+        "checkpoint": {"id": chosen.id, "step": chosen.step, "kind": chosen.kind, "path": chosen.path,
+                       "promoted": int(chosen.promoted)},
         "tool_format": getattr(cfg, "tool_format", "json"), "vllm_tool_parser": parser,
     }, indent=1))
     return ModelExport(out, merged, adapter, chosen, parser)
@@ -154,7 +157,7 @@ def run_tools(cfg: Any) -> tuple[list[dict[str, Any]] | None, str | None]:
     return [openai_tool_spec(t) for t in next(iter(sets.values()))], None
 
 
-def harness_manifest(run: dict[str, Any], cfg: Any, parser: str | None) -> dict[str, Any]:
+def harness_manifest(run: Run, cfg: Any, parser: str | None) -> dict[str, Any]:
     """What harness.json holds: everything put around a request in training, and how replies were read."""
     from workbench.envs.harness import Harness, harness_from_config, render_tools
 
@@ -166,7 +169,7 @@ def harness_manifest(run: dict[str, Any], cfg: Any, parser: str | None) -> dict[
                 "system_prompt": cfg.harness.system_prompt, "tools": tools, "tools_note": note,
                 "reply": "the chat template's own tool-call format; pass `tools` to apply_chat_template",
                 "generation": generation}
-    stored = run.get("harness")
+    stored = run.harness
     h = Harness.from_dict(stored) if isinstance(stored, dict) else harness_from_config(cfg.harness)
     multi = cfg.env != "single_turn"
     system = h.system_prompt.replace("{tools}", render_tools([t["function"] for t in tools])) if tools else None
@@ -189,15 +192,15 @@ def harness_manifest(run: dict[str, Any], cfg: Any, parser: str | None) -> dict[
     }
 
 
-def write_harness(out: Path, run: dict[str, Any], cfg: Any, parser: str | None) -> None:
+def write_harness(out: Path, run: Run, cfg: Any, parser: str | None) -> None:
     """`out/harness.json` and `out/README.md` (how to call the model, with the serve line)."""
     h = harness_manifest(run, cfg, parser)
     (out / "harness.json").write_text(json.dumps(h, indent=1) + "\n")
     (out / "README.md").write_text(harness_readme(run, cfg, h, parser))
 
 
-def harness_readme(run: dict[str, Any], cfg: Any, h: dict[str, Any], parser: str | None) -> str:
-    head = (f"# {run.get('name')}: run {run.get('id')} of {cfg.model}, exported by `workbench export-model`\n\n"
+def harness_readme(run: Run, cfg: Any, h: dict[str, Any], parser: str | None) -> str:
+    head = (f"# {run.name}: run {run.id} of {cfg.model}, exported by `workbench export-model`\n\n"
             "`merged/` is a plain transformers folder (base + adapter merged); `adapter/` (LoRA runs) the adapter "
             "alone; `harness.json` how the model was asked in training, which is how to ask it now. The code below "
             "runs from this folder.\n\n")

@@ -47,6 +47,7 @@ from workbench.rollout.runner import Rollout, Sampling, run_rollouts
 from workbench.rollout.turn_tokens import first_prompt
 from workbench.run.inputs import new_run, prepare
 from workbench.run.recorder import EvalPart, Recorder, Scored, expected_parts, missing_parts, task_row
+from workbench.run.records import Checkpoint, Eval, Run, Step
 from workbench.safe_points import Interrupted, layer_safe_points
 from workbench.tasks import TaskFileError
 from workbench.types import Score, Task
@@ -189,7 +190,8 @@ class Trainer:
         self.halted: str | None = None  # past the verifier error budget, with no driver that can pause
 
     def _run_dir(self) -> Path:
-        return run_dir_for(self.cfg, self.run_id, store.runs.get_run(self.db, self.run_id)["created"])
+        run = Run.from_row(store.runs.get_run(self.db, self.run_id))
+        return run_dir_for(self.cfg, self.run_id, run.created)
 
     def _engine_dir(self) -> Path:
         """Where a separate engine (vLLM) keeps the adapters it loads: each rank its own folder."""
@@ -252,7 +254,7 @@ class Trainer:
 
     def _needs_baseline(self) -> bool:
         """No whole baseline eval: redo it (a part-written one, from before evals were atomic, is superseded)."""
-        base = [e for e in store.metrics.list_evals(self.db, self.run_id) if e["is_baseline"]]
+        base = [e for e in self._evals() if e.is_baseline]
         if base and missing_parts(self.db, base, self._expected_eval_parts()):
             self.recorder.supersede_evals(base, "the baseline eval was not wholly recorded; redone")
             return True
@@ -472,8 +474,8 @@ class Trainer:
 
     def _eta_s(self, step: int) -> float | None:
         """Seconds to max_steps at the mean time of the last (up to 5) steps; None before the first."""
-        recent = [s["metrics"].get("step_time_s") for s in store.metrics.steps_since(self.db, self.run_id, step - 6)]
-        times = [t for t in recent if isinstance(t, (int, float))][-5:]
+        steps = [Step.from_row(s) for s in store.metrics.steps_since(self.db, self.run_id, step - 6)]
+        times = [t for t in (s.metric("step_time_s") for s in steps) if t is not None][-5:]
         return (self.cfg.max_steps - step + 1) * sum(times) / len(times) if times else None
 
     def _train_score(self, rollout: Rollout, score: Score) -> Score:
@@ -672,17 +674,22 @@ class Trainer:
                              "sft_done": self.sft_done})
         return self.recorder.record_checkpoint(step=self.step, kind=kind, path=str(path))
 
-    def _newest_whole(self, checkpoints: list[dict[str, Any]]) -> dict[str, Any] | None:
+    def _evals(self, mode: str | None = None) -> list[Eval]:
+        """The run's live evals (of `mode`, when given), oldest first."""
+        return [Eval.from_row(e) for e in store.metrics.list_evals(self.db, self.run_id, mode=mode)]
+
+    def _newest_whole(self, checkpoints: list[Checkpoint]) -> Checkpoint | None:
         """The newest of these checkpoints that is whole. A torn or missing one (a kill or a full disk
         mid-write) is skipped for the one before it, and named in the log and the run's events."""
-        for c in sorted(checkpoints, key=lambda c: (c["step"], c["id"]), reverse=True):
-            ckpt.recover(Path(c["path"]))
-            problem = ckpt.verify(Path(c["path"]))
+        for c in sorted(checkpoints, key=lambda c: (c.step, c.id), reverse=True):
+            ckpt.recover(Path(c.path))
+            problem = ckpt.verify(Path(c.path))
             if problem is None:
                 return c
-            msg = f"checkpoint #{c['id']} (step {c['step']}, {c['kind']}) is not usable: {problem}; skipped"
+            msg = f"checkpoint #{c.id} (step {c.step}, {c.kind}) is not usable: {problem}; skipped"
             self.log(msg)
-            store.runs.add_event(self.db, self.run_id, "checkpoint", msg, {"checkpoint_id": c["id"], "problem": problem})
+            store.runs.add_event(self.db, self.run_id, "checkpoint", msg,
+                                 {"checkpoint_id": c.id, "problem": problem})
         return None
 
     def _restore_sampler_state(self) -> None:
@@ -695,9 +702,8 @@ class Trainer:
             if reward is not None:
                 rewards.setdefault((step, group), []).append(reward)
         self.groups_seen = [GroupSeen(keys[g], grpo.has_spread(rewards.get(g, []))) for g in keys]
-        validation = [e for e in store.metrics.list_evals(self.db, self.run_id, mode="greedy")
-                      if e["step"] <= self.step and (e["tasks"] or {}).get("split", "held_out") != "test"]
-        self.eval_skills = skill_success_from_eval(validation[-1]["metrics"]) if validation else {}
+        validation = [e for e in self._evals(mode="greedy") if e.step <= self.step and e.split != "test"]
+        self.eval_skills = skill_success_from_eval(validation[-1].metrics) if validation else {}
 
     def resume(self) -> int | None:
         """Continue from the run's latest checkpoint: later steps' rows are marked superseded, not deleted.
@@ -707,9 +713,9 @@ class Trainer:
         if last is None:
             return None
         if sft is not None:  # the KL reference is the SFT policy: pin it again first
-            self.policy.load_adapter(Path(sft["path"]) / "adapter")
+            self.policy.load_adapter(Path(sft.path) / "adapter")
             self._pin_sft_reference()
-        state = ckpt.load(Path(last["path"]), policy=self.policy, optimizer=self.optimizer, scheduler=None,
+        state = ckpt.load(Path(last.path), policy=self.policy, optimizer=self.optimizer, scheduler=None,
                           check=False)  # verified by _resume_point
         self.step, self.lr, self.temperature = state["step"], state["lr"], state["temperature"]
         self.sft_done = state["sft_done"]
@@ -722,23 +728,22 @@ class Trainer:
                                                                        "the prompt sampler")
         return self.step
 
-    def _resume_point(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    def _resume_point(self) -> tuple[Checkpoint | None, Checkpoint | None]:
         """The newest whole checkpoint and, when the KL reference is the SFT policy, the whole SFT one to pin
         it from. (None, None): none is left, and the run starts over (what it had done is superseded here)."""
-        checkpoints = store.metrics.list_checkpoints(self.db, self.run_id)
+        checkpoints = [Checkpoint.from_row(c) for c in store.metrics.list_checkpoints(self.db, self.run_id)]
         last = self._newest_whole(checkpoints)
         if last is None:
             store.trajectories.mark_superseded(self.db, self.run_id, after_step=0)
             # Starting over: only the baseline still measures a policy the run will have (the base model).
             self.recorder.supersede_evals(
-                [e for e in store.metrics.list_evals(self.db, self.run_id) if not e["is_baseline"]],
+                [e for e in self._evals() if not e.is_baseline],
                 "no whole checkpoint is left: the run starts over from the base model")
             return None, None
         if not self._kl_to_sft:
             return last, None
         # The newest whole checkpoint may itself be the SFT one: already verified, not hashed again.
-        sft = last if last["kind"] == "sft" else \
-            self._newest_whole([c for c in checkpoints if c["kind"] == "sft"])
+        sft = last if last.kind == "sft" else self._newest_whole([c for c in checkpoints if c.kind == "sft"])
         if sft is None:
             raise ckpt.CheckpointError(
                 f"run {self.run_id}: the KL reference is the SFT policy (reference: sft, beta "
@@ -747,23 +752,23 @@ class Trainer:
             )
         return last, sft
 
-    def _record_resume(self, last: dict[str, Any]) -> None:
+    def _record_resume(self, last: Checkpoint) -> None:
         """What resuming from checkpoint `last` writes: later rows and evals superseded, the prompt sampler's
         state read back, and the checkpoint's scheduled eval redone when it is not whole."""
         n = store.trajectories.mark_superseded(self.db, self.run_id, after_step=self.step)
         self._restore_sampler_state()
         store.runs.add_event(self.db, self.run_id, "resume", f"resumed from step {self.step} ({n} rows superseded)",
-                             {"checkpoint_id": last["id"], "superseded": n})
-        live = [e for e in store.metrics.list_evals(self.db, self.run_id) if not e["is_baseline"]]
+                             {"checkpoint_id": last.id, "superseded": n})
+        live = [e for e in self._evals() if not e.is_baseline]
         # Evals of checkpoints newer than the one resumed from (torn ones, skipped above) measured a policy the
         # run no longer continues from.
-        self.recorder.supersede_evals([e for e in live if (e["checkpoint_id"] or 0) > last["id"]],
-                                      f"the run resumed from checkpoint #{last['id']}, before them")
-        scheduled = last["kind"] in ("sft", "final") or self.step % self.cfg.eval_interval == 0
+        self.recorder.supersede_evals([e for e in live if (e.checkpoint_id or 0) > last.id],
+                                      f"the run resumed from checkpoint #{last.id}, before them")
+        scheduled = last.kind in ("sft", "final") or self.step % self.cfg.eval_interval == 0
         if scheduled:  # killed between a checkpoint and its scheduled eval, or (old rows) inside the eval
-            own = [e for e in live if e["checkpoint_id"] == last["id"]]
+            own = [e for e in live if e.checkpoint_id == last.id]
             missing = missing_parts(self.db, own, self._expected_eval_parts())
             if own and missing:
-                self.recorder.supersede_evals(own, f"checkpoint #{last['id']}'s eval lacks {', '.join(missing)}")
+                self.recorder.supersede_evals(own, f"checkpoint #{last.id}'s eval lacks {', '.join(missing)}")
             if missing:
-                self.run_eval(checkpoint_id=last["id"])
+                self.run_eval(checkpoint_id=last.id)

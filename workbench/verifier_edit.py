@@ -25,6 +25,8 @@ from workbench.config import config_from_dict
 from workbench.envs import env_for_config
 from workbench.envs.tool_parsers import NO_CALL
 from workbench.errors import InternalError
+from workbench.run.records import Run, Trajectory
+from workbench.run.records import Task as TaskRow
 from workbench.types import Output, Task, ToolCall
 from workbench.verifiers import AnyVerifier, VerifierCompileError, VerifierError, load_verifier_code
 
@@ -170,12 +172,13 @@ def _agrees(reward: float | None, verdict: str) -> bool:
     return reward is not None and ((reward >= GOOD_AT) == (verdict == "good"))
 
 
-def rows_to_rescore(db: sqlite_utils.Database, run_id: int, n: int, n_eval: int) -> list[dict[str, Any]]:
+def rows_to_rescore(db: sqlite_utils.Database, run_id: int, n: int, n_eval: int) -> list[Trajectory]:
     """The run's newest `n` live training episodes and newest `n_eval` eval episodes, newest first."""
-    rows = store.trajectories.last_trajectories(db, run_id, n)
-    evals = [r for split in EVAL_SPLITS for r in store.trajectories.last_trajectories(db, run_id, n_eval, split=split)]
-    evals.sort(key=lambda r: r["id"], reverse=True)
-    return sorted(rows + evals[:n_eval], key=lambda r: r["id"], reverse=True)
+    rows = [Trajectory.from_row(r) for r in store.trajectories.last_trajectories(db, run_id, n)]
+    evals = [Trajectory.from_row(r) for split in EVAL_SPLITS
+             for r in store.trajectories.last_trajectories(db, run_id, n_eval, split=split)]
+    evals.sort(key=lambda r: r.id, reverse=True)
+    return sorted(rows + evals[:n_eval], key=lambda r: r.id, reverse=True)
 
 
 def dry_run(
@@ -225,11 +228,11 @@ def _score(verifier: AnyVerifier, pairs: list[tuple[Output, Task]], timeout_s: f
 
 def _dry_run(db: sqlite_utils.Database, run_id: int, code: str, verifier: AnyVerifier, *, n: int, n_eval: int,
              min_rows: int, name: str, note: str, control: DryRunControl) -> DryRunResult:
-    run = store.runs.get_run(db, run_id)
-    cfg = config_from_dict(run["config"], f"run {run_id} config")
+    run = Run.from_row(store.runs.get_run(db, run_id))
+    cfg = config_from_dict(run.config, f"run {run_id} config")
     rows = rows_to_rescore(db, run_id, n, n_eval)
     control.total = len(rows)
-    verdicts = store.labels.verdicts(db, [r["id"] for r in rows])
+    verdicts = store.labels.verdicts(db, [r.id for r in rows])
     tasks: dict[int, Task] = {}
     pairs = []
     # No tokenizer here: a native run's turns are replayed as their stored calls. An MCP env starts its
@@ -239,11 +242,11 @@ def _dry_run(db: sqlite_utils.Database, run_id: int, code: str, verifier: AnyVer
         for r in rows:
             if control.cancelled:
                 raise DryRunCancelled
-            if r["task_id"] not in tasks:
-                tasks[r["task_id"]] = Task.from_dict(store.tasks.get_task(db, r["task_id"])["extra"])
-            task = tasks[r["task_id"]]
-            pairs.append((replay(env, task, r["messages"], completion=r.get("completion"),
-                                 parse_error=(r.get("outcome") or {}).get("parse_error")), task))
+            if r.task_id not in tasks:
+                tasks[r.task_id] = TaskRow.from_row(store.tasks.get_task(db, r.task_id)).as_task()
+            task = tasks[r.task_id]
+            pairs.append((replay(env, task, list(r.messages or ()), completion=r.completion,
+                                 parse_error=r.parse_error), task))
     finally:
         close = getattr(env, "close", None)
         if close is not None:
@@ -252,10 +255,10 @@ def _dry_run(db: sqlite_utils.Database, run_id: int, code: str, verifier: AnyVer
     for r, score in zip(rows, _score(verifier, pairs, cfg.verifier_timeout_s, control), strict=True):
         # The trainer adds DAPO's overlong penalty to the verifier's score (its own part): so does the dry
         # run, or every penalised row would read as changed by the new code.
-        overlong = float((r.get("reward_parts") or {}).get("overlong", 0.0))
+        overlong = float(r.reward_parts.get("overlong", 0.0))
         parts = {**score.parts, "overlong": overlong} if overlong else score.parts
         results.append({
-            "trajectory_id": r["id"], "old_reward": r["reward"],
+            "trajectory_id": r.id, "old_reward": r.reward,
             "new_reward": None if score.error else score.total + overlong, "new_parts": parts,
             "explanation": score.explanation, "error": score.error,
         })
@@ -267,7 +270,7 @@ def _dry_run(db: sqlite_utils.Database, run_id: int, code: str, verifier: AnyVer
     mean = lambda vals: sum(vals) / len(vals) if vals else None  # noqa: E731
     by_split: dict[str, int] = {}
     for r in rows:
-        by_split[r["split"]] = by_split.get(r["split"], 0) + 1
+        by_split[r.split] = by_split.get(r.split, 0) + 1
     by_kind = {"train": by_split.get("train", 0), "eval": sum(v for k, v in by_split.items() if kind_of(k) == "eval")}
     summary = {
         "ok": errors == 0 and len(results) >= min_rows, "n": len(results), "changed": changed, "errors": errors,

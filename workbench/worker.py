@@ -33,6 +33,8 @@ import store
 from workbench.config import config_from_dict
 from workbench.run.commands import Sample, SetVerifier, StepSetting
 from workbench.run.loop import CommandLoop
+from workbench.run.records import Run
+from workbench.run.records import Task as TaskRow
 from workbench.run.session import ERROR_BUDGET_PAUSE, LockLost, RunSession
 from workbench.safe_points import Interrupted, Throttle
 from workbench.trainer import Hooks, Scored, Trainer
@@ -209,12 +211,11 @@ class WorkerHooks(Hooks):
 def probe(trainer: Trainer, task_id: int, n: int) -> list[int]:
     """Fresh samples for one task from the current policy, stored as split "probe" (never trained on)."""
     from workbench.rollout.runner import Sampling, run_rollouts
-    from workbench.types import Task
 
     row = store.tasks.get_task(trainer.db, task_id)
     if row is None:
         raise ValueError(f"task {task_id} does not exist")
-    task = Task.from_dict(row["extra"])
+    task = TaskRow.from_row(row).as_task()
     sampling = Sampling(trainer.cfg.max_completion_length, trainer.temperature, trainer.cfg.top_p)
     (rollouts,) = run_rollouts(trainer.engine, trainer.policy.tokenizer, trainer.env, [task], n, sampling,
                                stop_token_ids=trainer.policy.eos_token_ids)
@@ -250,7 +251,7 @@ def run_worker(db_path: str | Path, run_id: int, *, policy: Any = None, log: Any
     status = "crashed"
     try:
         session.set_status("starting", f"worker pid {os.getpid()} loading the model")
-        cfg = config_from_dict(store.runs.get_run(db, run_id)["config"], f"run {run_id} config")
+        cfg = config_from_dict(Run.from_row(store.runs.get_run(db, run_id)).config, f"run {run_id} config")
         apply_niceness(cfg.worker_nice, log)
         if ranks is not None:
             trainer = make_trainer(cfg, db, run_id, ranks, hooks, policy=policy, log=log or (lambda m: None))

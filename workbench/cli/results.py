@@ -82,7 +82,7 @@ def cmd_export_model(args: argparse.Namespace) -> int:
     db = store.open_db(args.db, create=False)
     done = export_model(db, args.run, args.out, args.checkpoint)
     c = done.checkpoint
-    print(f"run {args.run}, checkpoint step {c['step']} ({c['kind']}): merged model in {done.merged}"
+    print(f"run {args.run}, checkpoint step {c.step} ({c.kind}): merged model in {done.merged}"
           + (f", adapter in {done.adapter}" if done.adapter else ""))
     print(f"serve it: {done.serve_command()}")
     if done.tool_parser is None:

@@ -28,6 +28,7 @@ from workbench.devices import resolve_device
 from workbench.distributed.collective import TIMEOUT_S, RankCollective, Ranks
 from workbench.distributed.meetings import RankHooks
 from workbench.run.inputs import new_run
+from workbench.run.records import Run
 from workbench.trainer import Hooks, Trainer
 
 GRACE_S = 10.0  # the launcher: a rank's peers get this long after SIGTERM before SIGKILL
@@ -76,8 +77,8 @@ def run_follower(db_path: str, run_id: int, ranks: Ranks, *, log: Callable[[str]
     from workbench.config import config_from_dict
 
     with contextlib.closing(store.open_db(db_path, create=False, readonly=True)) as real:
-        row = store.runs.get_run(real, run_id)
-    cfg = config_from_dict(row["config"], f"run {run_id} config")
+        run = Run.from_row(store.runs.get_run(real, run_id))
+    cfg = config_from_dict(run.config, f"run {run_id} config")
     scratch = store.open_db(":memory:")  # what the trainer writes as it goes, never read by anyone
     trainer = rank_trainer(cfg, scratch, new_run(scratch, cfg), ranks, None, log=log)
     trainer.resume()
@@ -199,7 +200,7 @@ def launch(args: Any, nproc: int) -> int:
               f"checkpoint: workbench train --db {args.db} --resume {run_id} --nproc {nproc}")
     print(f"run {run_id}: crashed: {reason}", file=sys.stderr, flush=True)
     with contextlib.closing(store.open_db(args.db)) as db:
-        if store.runs.get_run(db, run_id)["status"] not in ("stopped", "finished"):
+        if Run.from_row(store.runs.get_run(db, run_id)).status not in ("stopped", "finished"):
             store.runs.set_status(db, run_id, "crashed", reason)
     return 1
 

@@ -86,22 +86,21 @@ def expected_parts(*, sampled: bool, test: bool) -> list[str]:
     return ["held_out greedy"] + (["held_out sampled"] if sampled else []) + (["test greedy"] if test else [])
 
 
-def part_name(eval_row: dict[str, Any]) -> str:
-    tasks = eval_row.get("tasks") or {}
-    split = tasks.get("split", "held_out") if isinstance(tasks, dict) else "held_out"
-    return f"{'test' if split == 'test' else 'held_out'} {eval_row['mode']}"
+def part_name(e: Eval) -> str:
+    """The stored eval's `EvalPart.name`: its rows' split ("test", else validation's "held_out") and mode."""
+    return f"{'test' if e.split == 'test' else 'held_out'} {e.mode}"
 
 
-def missing_parts(db: sqlite_utils.Database, evals: Sequence[dict[str, Any]], expected: Sequence[str]) -> list[str]:
+def missing_parts(db: sqlite_utils.Database, evals: Sequence[Eval], expected: Sequence[str]) -> list[str]:
     """Which of the `expected` parts these live evals (of one checkpoint, or the baseline) lack, counting a part
     whose rows are not all there (written before evals were atomic) as missing."""
     by_name = {part_name(e): e for e in evals}
-    rows = store.metrics.eval_row_counts(db, [e["id"] for e in evals])
+    rows = store.metrics.eval_row_counts(db, [e.id for e in evals])
     missing = []
     for name in expected:
         e = by_name.get(name)
-        n = (e.get("tasks") or {}).get("n") if e else None
-        if e is None or rows.get(e["id"], 0) == 0 or (isinstance(n, int) and rows.get(e["id"], 0) < n):
+        n = e.tasks.get("n") if e is not None and isinstance(e.tasks, dict) else None
+        if e is None or rows.get(e.id, 0) == 0 or (isinstance(n, int) and rows.get(e.id, 0) < n):
             missing.append(name)
     return missing
 
@@ -189,11 +188,11 @@ class Recorder:
     def record_checkpoint(self, *, step: int, kind: str, path: str) -> int:
         return store.metrics.record_checkpoint(self.db, self.run_id, step=step, kind=kind, path=path)
 
-    def supersede_evals(self, evals: Sequence[dict[str, Any]], why: str) -> None:
+    def supersede_evals(self, evals: Sequence[Eval], why: str) -> None:
         """Hide (never delete) evals that will be redone, with their rows; an event says why."""
         if not evals or not self.primary:
             return
-        ids = [e["id"] for e in evals]
+        ids = [e.id for e in evals]
         store.metrics.supersede_evals(self.db, ids)
         store.runs.add_event(self.db, self.run_id, "eval", f"evals {ids} superseded: {why}", {"eval_ids": ids})
         self.log(f"evals {ids} superseded: {why}")
