@@ -218,7 +218,8 @@ class FakeLogprobs:
     def __init__(self) -> None:
         self.leaves: list[tuple[list[list[int]], torch.Tensor]] = []
 
-    def __call__(self, model, prompts, comps, temperature, pad_token_id=0, return_entropy=False):
+    def __call__(self, model, prompts, comps, temperature, pad_token_id=0, return_entropy=False, prefix=None):
+        # `prefix` (one micro-batch here, so always None) changes how the real pass runs, not what it returns
         width = max(len(c) for c in comps)
         mask = torch.tensor([[j < len(c) for j in range(width)] for c in comps])
         logps = torch.zeros(len(comps), width, requires_grad=True)
