@@ -5,8 +5,9 @@
 The calendar harness (the JSON tool format, its system prompt and prefill), the run's SFT examples and its
 held-out tasks, LoRA r 8. Each layout runs in fresh processes: 1 process with 1 and with 2 threads, and 2
 ranks of 1 thread each (`workbench.learn.sft.run_sft(sync=...)`, and the eval split into contiguous shares as
-`workbench.trainer.Trainer._evaluate` does with ranks). Times are rank 0's wall time after a barrier, per SFT
-step (the first, warm-up step not counted) and for the whole eval (its results gathered on every rank).
+`workbench.run.evaluation.CheckpointEval.evaluate` does with ranks). Times are rank 0's wall time after a
+barrier, per SFT step (the first, warm-up step not counted) and for the whole eval (its results gathered on
+every rank).
 """
 
 from __future__ import annotations

@@ -20,15 +20,15 @@ class StopInTestEval(Hooks):
         self.nth, self.seen, self.stop = nth, 0, False
 
     def attach(self, trainer: Trainer) -> None:
-        original = trainer._evaluate
+        original = trainer.evaluation.evaluate
 
-        def evaluate(samples, label="", tasks=None):
-            if tasks is trainer.test_tasks:
+        def evaluate(engine, **kw):
+            if kw.get("tasks") is trainer.test_tasks:
                 self.seen += 1
                 self.stop = self.seen == self.nth
-            return original(samples, label, tasks)
+            return original(engine, **kw)
 
-        trainer._evaluate = evaluate
+        trainer.evaluation.evaluate = evaluate
 
     def should_stop(self, trainer: Trainer) -> bool:
         return self.stop

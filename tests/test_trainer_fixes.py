@@ -306,10 +306,11 @@ def test_sampled_eval_uses_top_p(tiny_model, tmp_path, verifier_path):
     db = store.open_db(tmp_path / "wb.db")
     t = Trainer(tiny_cfg(tiny_model, tmp_path, verifier_path, top_p=0.9, temperature=0.7), db)
     t.engine = RecordingEngine()
-    t._evaluate(samples=2)
+    t.evaluation.evaluate(t.engine, samples=2, step=t.step, temperature=t.temperature)
     assert {(c["temperature"], c["top_p"]) for c in t.engine.calls} == {(0.7, 0.9)}
     t.engine.calls.clear()
-    t._evaluate(samples=0)  # greedy: temperature 0, top_p left at 1
+    # greedy: temperature 0, top_p left at 1
+    t.evaluation.evaluate(t.engine, samples=0, step=t.step, temperature=t.temperature)
     assert {(c["temperature"], c["top_p"]) for c in t.engine.calls} == {(0.0, 1.0)}
     engine = RecordingEngine()
     evaluate(engine, t.policy.tokenizer, t.env, t.eval_tasks, max_new_tokens=8, samples=3, temperature=1.0, top_p=0.5)

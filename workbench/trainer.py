@@ -33,7 +33,6 @@ from workbench import metric_log
 from workbench.config import Config, ConfigError
 from workbench.distributed.collective import Collective, OneProcess
 from workbench.envs import bind_tokenizer, env_for_config
-from workbench.eval import EvalResult, evaluate, summarize
 from workbench.learn import grpo
 from workbench.learn.sft import run_sft
 from workbench.learn.sft_native import env_sft_examples, native_sft_rows
@@ -43,11 +42,13 @@ from workbench.models import Policy, load_policy
 from workbench.progress import Progress, eval_label
 from workbench.prompt_fit import check_prompts_fit, model_context
 from workbench.prompt_sampler import GroupSeen, SpreadSampler, skill_success_from_eval
+from workbench.resume import Resume
 from workbench.rollout.runner import Rollout, Sampling, run_rollouts
 from workbench.rollout.turn_tokens import first_prompt
+from workbench.run.evaluation import CheckpointEval
 from workbench.run.inputs import new_run, prepare
-from workbench.run.recorder import EvalPart, Recorder, Scored, expected_parts, missing_parts, task_row
-from workbench.run.records import Checkpoint, Eval, Run, Step
+from workbench.run.recorder import Recorder, Scored, task_row
+from workbench.run.records import Run, Step
 from workbench.safe_points import Interrupted, layer_safe_points
 from workbench.tasks import TaskFileError
 from workbench.types import Score, Task
@@ -188,6 +189,14 @@ class Trainer:
         self.step = 0  # GRPO steps completed
         self.sft_done = cfg.sft_steps == 0
         self.halted: str | None = None  # past the verifier error budget, with no driver that can pause
+        # Two whole jobs of their own: the checkpoint eval (workbench/run/evaluation.py), the resume
+        # (workbench/resume.py)
+        self.evaluation = CheckpointEval(cfg, self.env, self.policy, self.eval_tasks, self.test_tasks,
+                                         collective=self.collective, recorder=self.recorder,
+                                         report=self.progress.report, inside=self._inside, score=self.score,
+                                         log=log)
+        self.resuming = Resume(cfg, db, run_id, recorder=self.recorder, evaluation=self.evaluation,
+                               task_ids=self.task_ids, kl_to_sft=self._kl_to_sft, log=log)
 
     def _run_dir(self) -> Path:
         run = Run.from_row(store.runs.get_run(self.db, self.run_id))
@@ -232,7 +241,7 @@ class Trainer:
             self._run()
 
     def _run(self) -> None:
-        if self.collective.from_main(self._needs_baseline, "the baseline decision"):
+        if self.collective.from_main(self.evaluation.needs_baseline, "the baseline decision"):
             self.log("baseline eval on held-out tasks")
             self.run_eval(is_baseline=True)
         if not self.sft_done:
@@ -248,17 +257,6 @@ class Trainer:
                 ck = self.save_checkpoint("final" if last else "periodic")  # every eval has its checkpoint
                 if eval_due:
                     self.run_eval(checkpoint_id=ck)
-
-    def _expected_eval_parts(self) -> list[str]:
-        return expected_parts(sampled=self.cfg.eval_samples > 0, test=bool(self.test_tasks))
-
-    def _needs_baseline(self) -> bool:
-        """No whole baseline eval: redo it (a part-written one, from before evals were atomic, is superseded)."""
-        base = [e for e in self._evals() if e.is_baseline]
-        if base and missing_parts(self.db, base, self._expected_eval_parts()):
-            self.recorder.supersede_evals(base, "the baseline eval was not wholly recorded; redone")
-            return True
-        return not base
 
     def run_sft_phase(self) -> None:
         distinct = len({id(t) for t in self.sft_tasks})  # sft_skill_weights repeats the same Task objects
@@ -588,81 +586,16 @@ class Trainer:
     # ----- eval and checkpoints ------------------------------------------------------------------------
     def run_eval(self, *, is_baseline: bool = False, checkpoint_id: int | None = None,
                  label: str | None = None) -> dict[str, Any]:
-        """Held-out eval(s) of the current policy; `label` says what is evaluated (default: base, SFT-only or
-        "GRPO step k"). Validation greedy, then sampled (eval_samples), then test (reported beside validation,
-        never read by promotion): all computed and scored first, then recorded with the promotion decision in
-        one transaction (workbench.run.recorder). A stop inside raises `Interrupted` and records nothing of
-        this checkpoint's eval; a resume redoes it."""
+        """Held-out eval(s) of the current policy (workbench.run.evaluation: validation greedy, sampled, test,
+        recorded whole with the promotion decision; a stop inside raises `Interrupted` and records nothing);
+        `label` says what is evaluated (default: base, SFT-only or "GRPO step k"). The validation metrics."""
         label = label or eval_label(is_baseline=is_baseline, sft_only=self.step == 0 and self.sft_done
                                     and self.cfg.sft_steps > 0, step=self.step)
-        validation = self._eval_part(self._evaluate(samples=0, label=label), "held_out",
-                                     {"source": self.cfg.held_out_eval, "n": len(self.eval_tasks)}, samples=0)
-        parts = [validation]
-        if self.cfg.eval_samples > 0:
-            parts.append(self._eval_part(self._evaluate(samples=self.cfg.eval_samples, label=label), "held_out",
-                                         {"source": self.cfg.held_out_eval, "n": len(self.eval_tasks)},
-                                         samples=self.cfg.eval_samples))
-        if self.test_tasks:
-            parts.append(self._eval_part(
-                self._evaluate(samples=0, label=f"{label} (test)", tasks=self.test_tasks), "test",
-                {"source": self.cfg.test_tasks, "split": "test", "n": len(self.test_tasks)}, samples=0))
-        self.recorder.record_evals(parts, step=self.step, verifier_id=self.verifier_id, checkpoint_id=checkpoint_id,
-                                   is_baseline=is_baseline)
-        self.eval_skills = skill_success_from_eval(validation.metrics)
-        metrics = validation.metrics
-        if self.test_tasks:
-            self.log(f"test at step {self.step}: {label}: success {parts[-1].metrics.get('success_rate', 0):.3f}")
-        self.log(f"eval at step {self.step}: {label}: success {metrics.get('success_rate', 0):.3f} "
-                 f"valid JSON {metrics.get('valid_json_rate', 0):.3f}")
+        metrics = self.evaluation.run(self.engine, step=self.step, temperature=self.temperature,
+                                      verifier_id=self.verifier_id, label=label, checkpoint_id=checkpoint_id,
+                                      is_baseline=is_baseline)
+        self.eval_skills = skill_success_from_eval(metrics)
         return metrics
-
-    def _eval_part(self, result: EvalResult, split: str, tasks: dict[str, Any], *, samples: int) -> EvalPart:
-        """An eval's result with each row scored by the active verifier (the primary writer only: the other
-        ranks keep the metrics alone)."""
-        episodes = [Scored(r, self.score(r)) for r in result.rollouts] if self.recorder.primary else []
-        return EvalPart(mode="sampled" if samples else "greedy", split=split, tasks=tasks,
-                        metrics=dict(result.metrics), episodes=episodes, per_task=max(1, samples))
-
-    def _evaluate(self, samples: int, label: str = "", tasks: list[Task] | None = None) -> EvalResult:
-        """`tasks` (validation by default), greedy or `samples` per task. With ranks each evaluates a
-        contiguous share and every rank gets the whole result (rank 0 records it; the others' run_eval goes on
-        in step, writing only to their scratch store)."""
-        label += " sampled" if samples else ""
-        tasks = self.eval_tasks if tasks is None else tasks
-        first, stop = self.collective.share(len(tasks))
-        local = self._evaluate_tasks(tasks, first, stop, samples, label)
-        parts = self.collective.gather((local.rollouts, local.flags), "the eval gather")
-        if len(parts) == 1:
-            return local
-        rollouts = [r for part in parts for r in part[0]]  # rank order is task order (contiguous shares)
-        flags = [f for part in parts for f in part[1]]
-        return EvalResult(summarize(rollouts, flags), rollouts, flags)
-
-    def _evaluate_tasks(self, tasks: list[Task], first: int, stop: int, samples: int,
-                        label: str) -> EvalResult:
-        """tasks[first:stop] of the eval's list: the seed of each batch of tasks derives from where it starts
-        in the whole list. Progress is reported for the whole list (with ranks, this share's stands for the
-        others', which run alike)."""
-        share = tasks[first:stop]
-        done_tasks = [0]
-
-        def report(done: int, total: int, **tokens: int) -> None:
-            done_tasks[0] = done
-            whole = done * len(tasks) // total if total else len(tasks)
-            self.progress.report("eval", whole, len(tasks), label=label, step=self.step, **tokens)
-
-        with self._inside("eval") as point:
-
-            def on_tokens(k: int) -> None:  # tasks count when their batch ends; the tokens say how far it is
-                report(done_tasks[0], len(share), tokens=k, max_tokens=self.cfg.max_completion_length)
-                point()
-
-            return evaluate(
-                self.engine, self.policy.tokenizer, self.env, share,
-                max_new_tokens=self.cfg.max_completion_length, samples=samples, temperature=self.temperature,
-                top_p=self.cfg.top_p, stop_token_ids=self.policy.eos_token_ids, seed=self.cfg.seed + 17 + first,
-                on_tokens=on_tokens, on_progress=report,
-            )
 
     def save_checkpoint(self, kind: str) -> int:
         """Rank 0 writes the files; every rank records it (the others in their scratch store: their evals
@@ -674,101 +607,24 @@ class Trainer:
                              "sft_done": self.sft_done})
         return self.recorder.record_checkpoint(step=self.step, kind=kind, path=str(path))
 
-    def _evals(self, mode: str | None = None) -> list[Eval]:
-        """The run's live evals (of `mode`, when given), oldest first."""
-        return [Eval.from_row(e) for e in store.metrics.list_evals(self.db, self.run_id, mode=mode)]
-
-    def _newest_whole(self, checkpoints: list[Checkpoint]) -> Checkpoint | None:
-        """The newest of these checkpoints that is whole. A torn or missing one (a kill or a full disk
-        mid-write) is skipped for the one before it, and named in the log and the run's events."""
-        for c in sorted(checkpoints, key=lambda c: (c.step, c.id), reverse=True):
-            ckpt.recover(Path(c.path))
-            problem = ckpt.verify(Path(c.path))
-            if problem is None:
-                return c
-            msg = f"checkpoint #{c.id} (step {c.step}, {c.kind}) is not usable: {problem}; skipped"
-            self.log(msg)
-            store.runs.add_event(self.db, self.run_id, "checkpoint", msg,
-                                 {"checkpoint_id": c.id, "problem": problem})
-        return None
-
-    def _restore_sampler_state(self) -> None:
-        """What the prompt sampler had learnt by the checkpoint's step, read back from the live rows."""
-        rewards: dict[tuple[int, int], list[float]] = {}
-        keys: dict[tuple[int, int], str] = {}
-        key_of = {v: k for k, v in self.task_ids.items()}
-        for step, group, task_id, reward in store.trajectories.train_group_rewards(self.db, self.run_id, self.step):
-            keys[(step, group)] = key_of.get(task_id, f"task:{task_id}")
-            if reward is not None:
-                rewards.setdefault((step, group), []).append(reward)
-        self.groups_seen = [GroupSeen(keys[g], grpo.has_spread(rewards.get(g, []))) for g in keys]
-        validation = [e for e in self._evals(mode="greedy") if e.step <= self.step and e.split != "test"]
-        self.eval_skills = skill_success_from_eval(validation[-1].metrics) if validation else {}
-
     def resume(self) -> int | None:
-        """Continue from the run's latest checkpoint: later steps' rows are marked superseded, not deleted.
-        Returns the step resumed from, or None when the run has no checkpoint (it starts over). With ranks,
-        rank 0 picks the checkpoint and writes what resuming writes; every rank loads the same one."""
-        last, sft = self.collective.from_main(self._resume_point, "the resume")
+        """Continue from the run's latest whole checkpoint (workbench.resume): later steps' rows are marked
+        superseded, not deleted. Returns the step resumed from, or None when the run has no checkpoint (it
+        starts over). With ranks, rank 0 picks the checkpoint and writes what resuming writes; every rank
+        loads the same one."""
+        last, sft = self.collective.from_main(self.resuming.point, "the resume")
         if last is None:
             return None
-        if sft is not None:  # the KL reference is the SFT policy: pin it again first
-            self.policy.load_adapter(Path(sft.path) / "adapter")
-            self._pin_sft_reference()
-        state = ckpt.load(Path(last.path), policy=self.policy, optimizer=self.optimizer, scheduler=None,
-                          check=False)  # verified by _resume_point
+        state = self.resuming.load(last, sft, policy=self.policy, optimizer=self.optimizer)
         self.step, self.lr, self.temperature = state["step"], state["lr"], state["temperature"]
         self.sft_done = state["sft_done"]
         self.engine.update_weights(self.policy)
         if self.collective.is_main:
             with self.collective.alone():  # its catch-up eval, if any, runs here while the others wait
-                self._record_resume(last)
+                self.groups_seen, self.eval_skills, redo = self.resuming.record(last, self.step)
+                if redo:
+                    self.run_eval(checkpoint_id=last.id)
         # The prompt sampler's state is read from rank 0's store, and every rank must draw alike.
         self.groups_seen, self.eval_skills = self.collective.broadcast((self.groups_seen, self.eval_skills),
                                                                        "the prompt sampler")
         return self.step
-
-    def _resume_point(self) -> tuple[Checkpoint | None, Checkpoint | None]:
-        """The newest whole checkpoint and, when the KL reference is the SFT policy, the whole SFT one to pin
-        it from. (None, None): none is left, and the run starts over (what it had done is superseded here)."""
-        checkpoints = [Checkpoint.from_row(c) for c in store.metrics.list_checkpoints(self.db, self.run_id)]
-        last = self._newest_whole(checkpoints)
-        if last is None:
-            store.trajectories.mark_superseded(self.db, self.run_id, after_step=0)
-            # Starting over: only the baseline still measures a policy the run will have (the base model).
-            self.recorder.supersede_evals(
-                [e for e in self._evals() if not e.is_baseline],
-                "no whole checkpoint is left: the run starts over from the base model")
-            return None, None
-        if not self._kl_to_sft:
-            return last, None
-        # The newest whole checkpoint may itself be the SFT one: already verified, not hashed again.
-        sft = last if last.kind == "sft" else self._newest_whole([c for c in checkpoints if c.kind == "sft"])
-        if sft is None:
-            raise ckpt.CheckpointError(
-                f"run {self.run_id}: the KL reference is the SFT policy (reference: sft, beta "
-                f"{self.cfg.beta}) but no whole SFT checkpoint is left (see the events above); "
-                "nothing was resumed"
-            )
-        return last, sft
-
-    def _record_resume(self, last: Checkpoint) -> None:
-        """What resuming from checkpoint `last` writes: later rows and evals superseded, the prompt sampler's
-        state read back, and the checkpoint's scheduled eval redone when it is not whole."""
-        n = store.trajectories.mark_superseded(self.db, self.run_id, after_step=self.step)
-        self._restore_sampler_state()
-        store.runs.add_event(self.db, self.run_id, "resume", f"resumed from step {self.step} ({n} rows superseded)",
-                             {"checkpoint_id": last.id, "superseded": n})
-        live = [e for e in self._evals() if not e.is_baseline]
-        # Evals of checkpoints newer than the one resumed from (torn ones, skipped above) measured a policy the
-        # run no longer continues from.
-        self.recorder.supersede_evals([e for e in live if (e.checkpoint_id or 0) > last.id],
-                                      f"the run resumed from checkpoint #{last.id}, before them")
-        scheduled = last.kind in ("sft", "final") or self.step % self.cfg.eval_interval == 0
-        if scheduled:  # killed between a checkpoint and its scheduled eval, or (old rows) inside the eval
-            own = [e for e in live if e.checkpoint_id == last.id]
-            missing = missing_parts(self.db, own, self._expected_eval_parts())
-            if own and missing:
-                self.recorder.supersede_evals(own, f"checkpoint #{last.id}'s eval lacks {', '.join(missing)}")
-            if missing:
-                self.run_eval(checkpoint_id=last.id)
