@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,33 @@ def check_sources(cfg: Any, path: str | None = None) -> SourcesOk:
     check_mcp_servers(cfg, path)
     return SourcesOk(len(inputs.train), len(inputs.validation), len(inputs.test), str(cfg.reward),
                      inputs.warnings)
+
+
+def check_loaded(cfg: Any, env: Any, policy: Any, inputs: Any, warn: Callable[[str], None]) -> None:
+    """The checks that need the loaded model (the trainer's, right after loading it): every prompt of the
+    run's tasks (`inputs`, a `RunInputs`) must leave the model room to answer (`workbench.prompt_fit`), and a
+    GRPO step must fit the device's memory (`workbench.memory_fit`: refused now, not after minutes). The
+    prompts' warnings go to `warn` before the memory check; on a refusal (TaskFileError, ConfigError) the
+    environment is closed first, so MCP servers it started are not left behind."""
+    from workbench.config import ConfigError
+    from workbench.memory_fit import check_step_fits
+    from workbench.prompt_fit import check_prompts_fit, model_context
+    from workbench.rollout.turn_tokens import first_prompt
+    from workbench.tasks import TaskFileError
+
+    try:
+        every = inputs.train + inputs.validation + inputs.test
+        for w in check_prompts_fit(env, policy.tokenizer, every, model_context(policy.model),
+                                   sources=[cfg.tasks, cfg.held_out_eval, cfg.test_tasks],
+                                   max_completion_length=cfg.max_completion_length):
+            warn(w)
+        if inputs.rl:
+            start = getattr(env, "prompt_episode", env.start)  # an MCP env: no server taken
+            first = first_prompt(policy.tokenizer, start(inputs.rl[0]))
+            check_step_fits(policy.model, cfg, len(first), policy.device)
+    except (TaskFileError, ConfigError):
+        getattr(env, "close", lambda: None)()
+        raise
 
 
 def load_checked(config: str, *, max_steps: int | None = None) -> tuple[Any, SourcesOk]:

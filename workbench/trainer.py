@@ -30,27 +30,24 @@ import torch
 import store
 from workbench import checkpoint as ckpt
 from workbench import metric_log
-from workbench.config import Config, ConfigError
+from workbench.config import Config
 from workbench.distributed.collective import Collective, OneProcess
 from workbench.envs import bind_tokenizer, env_for_config
 from workbench.learn import grpo
 from workbench.learn.sft import run_sft
 from workbench.learn.sft_native import env_sft_examples, native_sft_rows
 from workbench.learn.update import policy_update, update_items
-from workbench.memory_fit import check_step_fits
 from workbench.models import Policy, load_policy
+from workbench.preflight import check_loaded
 from workbench.progress import Progress, eval_label
-from workbench.prompt_fit import check_prompts_fit, model_context
 from workbench.prompt_sampler import GroupSeen, SpreadSampler, skill_success_from_eval
 from workbench.resume import Resume
 from workbench.rollout.runner import Rollout, Sampling, run_rollouts
-from workbench.rollout.turn_tokens import first_prompt
 from workbench.run.evaluation import CheckpointEval
 from workbench.run.inputs import new_run, prepare
 from workbench.run.recorder import Recorder, Scored, task_row
 from workbench.run.records import Run, Step
 from workbench.safe_points import Interrupted, layer_safe_points
-from workbench.tasks import TaskFileError
 from workbench.types import Score, Task
 from workbench.verifiers import Verifier, get_verifier, load_verifier_code
 
@@ -130,8 +127,7 @@ class Trainer:
         # One writer of rows, evals and promotion: rank 0 (the others' stores are scratch ones)
         self.recorder = Recorder(db, run_id, self.task_ids, primary=self.collective.is_main, log=log)
         for w in split_warnings:
-            self.log(f"warning: {w}")
-            store.runs.add_event(db, run_id, "warning", w)
+            self._warn(w)
         self.verifier, self.verifier_id = self._load_verifier()
         if policy is None:
             self.progress.report("load", label=f"loading {cfg.model} (converted once on first use)")
@@ -143,26 +139,8 @@ class Trainer:
         self.collective.broadcast_params(self.policy.trainable_parameters())
         if cfg.tool_format == "native":  # the call format is read from the model's own chat template
             bind_tokenizer(self.env, cfg, self.policy.tokenizer)  # in place: MCP servers start once
-        # Every prompt must leave the model room to answer; the first place with the tokenizer (workbench.prompt_fit)
-        try:
-            every = self.train_tasks + self.eval_tasks + self.test_tasks
-            fit = check_prompts_fit(self.env, self.policy.tokenizer, every, model_context(self.policy.model),
-                                    sources=[cfg.tasks, cfg.held_out_eval, cfg.test_tasks],
-                                    max_completion_length=cfg.max_completion_length)
-        except TaskFileError:
-            getattr(self.env, "close", lambda: None)()  # MCP servers started above are not left behind
-            raise
-        for w in fit:
-            self.log(f"warning: {w}")
-            store.runs.add_event(db, run_id, "warning", w)
-        if self.rl_tasks:  # a step the machine cannot hold is refused now, not after minutes (workbench/memory_fit.py)
-            try:
-                start = getattr(self.env, "prompt_episode", self.env.start)  # an MCP env: no server taken
-                first = first_prompt(self.policy.tokenizer, start(self.rl_tasks[0]))
-                check_step_fits(self.policy.model, cfg, len(first), self.policy.device)
-            except ConfigError:
-                getattr(self.env, "close", lambda: None)()
-                raise
+        # Every prompt leaves the model room to answer, a step fits the memory: the first place with the model
+        check_loaded(cfg, self.env, self.policy, inputs, warn=self._warn)
         if cfg.adapter == "full" and cfg.beta > 0 and not self._kl_to_sft:
             # KL to the initial weights: copy them now, before an SFT warm-up, a step or a resume's checkpoint
             # changes them (a reference taken lazily later would be whatever the policy is then).
@@ -197,6 +175,11 @@ class Trainer:
                                          log=log)
         self.resuming = Resume(cfg, db, run_id, recorder=self.recorder, evaluation=self.evaluation,
                                task_ids=self.task_ids, kl_to_sft=self._kl_to_sft, log=log)
+
+    def _warn(self, warning: str) -> None:
+        """A warning about the run's inputs: in the log and the run's events."""
+        self.log(f"warning: {warning}")
+        store.runs.add_event(self.db, self.run_id, "warning", warning)
 
     def _run_dir(self) -> Path:
         run = Run.from_row(store.runs.get_run(self.db, self.run_id))
