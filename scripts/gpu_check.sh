@@ -6,7 +6,7 @@
 # Results land in $OUT (default ./gpu_check) as JSON; the table is printed at the end.
 #
 #   scripts/gpu_check.sh            on the GPU machine (about 3-6 minutes expected; not yet measured)
-#   scripts/gpu_check.sh --smoke    the same code on a tiny model on the CPU, 2 steps (tests/test_gpu_check.py)
+#   scripts/gpu_check.sh --smoke    the same code on a tiny model on the CPU, 2 steps (tests/project/test_gpu_check.py)
 #
 # Where trl and datasets import, each shape also runs the same 5 steps through TRL's GRPOTrainer (same model,
 # batch, LoRA, verifier). A bare machine lacks them: carry their wheels and the ones the image lacks

@@ -10,7 +10,7 @@ from store.db import dumps, now, write_txn
 from store.rows import decode, one
 
 # The kinds of `workbench.run.commands.COMMANDS` (the one table of commands: payloads, drivers, keys). A copy,
-# because the store may not import the engine; tests/test_command_specs.py holds the two equal. A parameter
+# because the store may not import the engine; tests/tui/test_command_specs.py holds the two equal. A parameter
 # instead would let each writer pass its own list: this way every writer (UI, CLI, launcher, tests) is refused
 # a kind no driver reads.
 KINDS = (

@@ -1,4 +1,4 @@
-"""An MCP server that misbehaves on request, for tests/test_mcp.py: it echoes, hangs, fails, or dies."""
+"""An MCP server that misbehaves on request, for tests/integration/test_mcp.py: it echoes, hangs, fails, or dies."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ and the command line catches `store.StoreError` beside `WorkbenchError`:
     7     store.DiskFullError         the disk refused a write (the transaction was rolled back whole)
     8     store.runs.RunLockedError   another live worker holds the run
 
-The exit codes are part of the command line's interface: tests/test_errors.py pins them.
+The exit codes are part of the command line's interface: tests/project/test_errors.py pins them.
 """
 
 from __future__ import annotations

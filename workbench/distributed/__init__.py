@@ -16,7 +16,7 @@ does at the trainer's few calls (`collective.py`: `OneProcess`, the default, is 
   hangs unless every rank runs the same number of them; summing the LoRA gradients once per optimizer step
   needs only that every rank reaches that point, which it does whatever its row count. The decisions that
   used to be per process (nothing to train; every advantage zero) are taken over the step's totals, so the
-  N-rank optimizer step equals the 1-process one (tests/test_distributed.py checks to 1e-5).
+  N-rank optimizer step equals the 1-process one (tests/integration/test_distributed.py checks to 1e-5).
 - Rank 0 alone (`is_main`) writes the store, claims commands and writes the run's folder (checkpoints,
   TensorBoard); the other ranks keep a private in-memory store for what the trainer writes as it goes, never
   open the run's database for writing and never write a file (they get rank 0's run folder, to read

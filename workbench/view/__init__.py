@@ -4,7 +4,7 @@ failure shares). The engine's own rules among them (promotion, the heartbeat's s
 budget's pause reason) live in `workbench.run` and are re-exported here.
 
 Torch-free and Textual-free: it imports the store and the engine's pure modules only (an import-linter
-contract and tests/test_view.py hold it to that), so a UI process never loads a model to draw a table.
+contract and tests/engine/test_view.py hold it to that), so a UI process never loads a model to draw a table.
 """
 
 from store import StoreError

@@ -7,7 +7,7 @@ import types
 import pytest
 
 import store
-from tests.test_trainer import tiny_cfg, verifier_path  # noqa: F401  (fixture)
+from tests.engine.test_trainer import tiny_cfg, verifier_path  # noqa: F401  (fixture)
 from workbench.config import ConfigError
 from workbench.memory_fit import step_memory_bytes
 from workbench.trainer import Trainer

@@ -7,7 +7,7 @@ import random
 import pytest
 
 import store
-from tests.test_trainer import tiny_cfg, verifier_path  # noqa: F401  (fixture)
+from tests.engine.test_trainer import tiny_cfg, verifier_path  # noqa: F401  (fixture)
 from workbench.prompt_sampler import GroupSeen, SpreadSampler, spread_probability
 from workbench.trainer import Trainer
 from workbench.types import Task

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import store
-from tests.test_trainer import tiny_cfg, verifier_path  # noqa: F401  (fixture)
+from tests.engine.test_trainer import tiny_cfg, verifier_path  # noqa: F401  (fixture)
 from workbench.run.recorder import expected_parts, missing_parts, part_name
 from workbench.run.records import Eval
 from workbench.trainer import Hooks, Trainer

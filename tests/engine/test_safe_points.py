@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import store
-from tests.test_trainer import LENGTH_VERIFIER, tiny_cfg
+from tests.engine.test_trainer import LENGTH_VERIFIER, tiny_cfg
 from workbench.rollout.hf import HFEngine
 from workbench.safe_points import DECODE_EVERY, Interrupted, Throttle, layer_safe_points
 from workbench.trainer import Hooks, Trainer

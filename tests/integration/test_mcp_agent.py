@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install 'agent-workbench[mcp]'")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "mcp_agent"
 sys.path[:0] = [str(ROOT / "bench"), str(EXAMPLE)]
 

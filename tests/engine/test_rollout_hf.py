@@ -250,6 +250,6 @@ def test_both_local_engines_refuse_bad_arguments_alike(policy: Policy, engine_cl
 def test_the_argument_checks_exist_once() -> None:
     from pathlib import Path
 
-    rollout = Path(__file__).resolve().parents[1] / "workbench" / "rollout"
+    rollout = Path(__file__).resolve().parents[2] / "workbench" / "rollout"
     holders = [p.name for p in sorted(rollout.glob("*.py")) if "needs at least one token" in p.read_text()]
     assert holders == ["base.py"]

@@ -104,7 +104,7 @@ def test_eval_labels_say_what_is_evaluated():
 
 
 def test_ls_report_export_and_resume_refuse_a_damaged_database_naming_its_pages(tmp_path, capsys):
-    from tests.test_store import _damage_a_middle_page
+    from tests.store.test_store import _damage_a_middle_page
 
     path = tmp_path / "wb.db"
     _damage_a_middle_page(path)

@@ -8,7 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # vllm is not blocked: it is absent from the suite's venv already (make test-vllm has its own), and blocking it
 # here would raise out of the importlib.util.find_spec probes (TRL's) that see a missing package as None.
 BLOCK = '''

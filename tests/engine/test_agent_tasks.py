@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import agent_fixed_sequences as fixed  # noqa: E402
 
@@ -30,7 +30,7 @@ from workbench.verifiers.metrics import classify  # noqa: E402
 TEST_SPLIT_SHA256 = "414b52c1175c99ef810e290d47b633d697d31ca4172bd3f8e010783630f3c527"
 VALIDATION_SPLIT_SHA256 = "2376bdd8af28e435f57123277b01ec278f669467bb036593fe52bcf66743fb0c"
 
-RECIPE = Path(__file__).resolve().parents[1] / "workbench" / "data" / "agent.yaml"
+RECIPE = Path(__file__).resolve().parents[2] / "workbench" / "data" / "agent.yaml"
 
 
 def test_the_test_and_validation_splits_are_frozen():

@@ -22,7 +22,7 @@ import pytest
 
 from screens.web_auth import Guard
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 needs_serve = pytest.mark.skipif(
     importlib.util.find_spec("textual_serve") is None or importlib.util.find_spec("aiohttp") is None,
     reason="textual-serve (the web extra) is not installed")

@@ -16,7 +16,7 @@ from store import commands, labels, metrics, runs, tasks, trajectories, verifier
 from store.trajectories import TrajectoryFilter, page_trajectories
 from tests.store_helpers import trajectory_row
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -531,7 +531,7 @@ DISK_FULL = textwrap.dedent(
 
 def test_a_full_disk_mid_batch_is_a_clear_error_and_keeps_everything_committed(tmp_path):
     path = tmp_path / "full.db"
-    out = subprocess.run([sys.executable, "-c", DISK_FULL.format(root=str(Path(__file__).resolve().parents[1])),
+    out = subprocess.run([sys.executable, "-c", DISK_FULL.format(root=str(Path(__file__).resolve().parents[2])),
                           str(path)], capture_output=True, text=True, timeout=120)
     assert out.stdout.startswith("DiskFullError:"), out.stdout + out.stderr
     assert str(path) in out.stdout and "nothing of this write was kept" in out.stdout

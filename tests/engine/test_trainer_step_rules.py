@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import store
-from tests.test_trainer import LENGTH_VERIFIER, tiny_cfg
+from tests.engine.test_trainer import LENGTH_VERIFIER, tiny_cfg
 from workbench.rollout.runner import Rollout, Segment
 from workbench.trainer import Hooks, Scored, Trainer
 from workbench.types import Completion, Output, Score

@@ -36,7 +36,7 @@ from workbench.models import load_policy
 from workbench.testing import perturb_lora
 from workbench.view import View
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CASES = {  # name -> config: normalisers of every kind, and old log-probs (num_iterations 2)
     "grpo": Config(loss_type="grpo", max_grad_norm=0.5),
     "dapo": Config(algorithm="dapo", num_iterations=2),

@@ -44,7 +44,7 @@ from workbench.view import (
     worker_state,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

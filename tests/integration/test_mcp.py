@@ -20,7 +20,7 @@ from workbench.mcp.check import check_mcp_servers  # noqa: E402
 from workbench.types import Task  # noqa: E402
 from workbench.verifiers import load_verifier_file  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "mcp_calendar"
 CALENDAR = dict(command="python", args=[str(EXAMPLE / "server.py")],
                 tools=["create_event", "list_events", "delete_event", "clear_calendar"], dangerous=["clear_calendar"],
@@ -376,7 +376,7 @@ def test_a_native_mcp_run_trains_and_the_dry_run_replays_its_stored_calls(tmp_pa
     """The Trainer with `tool_format: native` over MCP (servers started once, the parser read off the template),
     then the verifier editor's dry run, which has no model: it replays each stored turn's parsed calls
     against fresh server processes, gets the rewards the run stored, and stops those servers again."""
-    from tests.test_native import ScriptedEngine
+    from tests.engine.test_native import ScriptedEngine
     from workbench.testing import tiny_model_dir
     from workbench.trainer import Trainer
     from workbench.verifier_edit import dry_run

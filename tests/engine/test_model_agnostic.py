@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import store
-from tests.test_trainer import LENGTH_VERIFIER, tiny_cfg
+from tests.engine.test_trainer import LENGTH_VERIFIER, tiny_cfg
 from workbench.config import Config, ConfigError, config_from_dict
 from workbench.learn.logprobs import completion_logprobs, sequence_logprobs
 from workbench.lora_targets import detect_target_modules, linear_layers

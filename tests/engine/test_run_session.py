@@ -137,7 +137,7 @@ def test_a_full_disk_is_one_clear_error_and_the_status_still_says_crashed(run):
     """A progress write on a full disk used to raise a raw sqlite3.OperationalError, and the "crashed" status
     write failed too, so `workbench ls` went on saying "running"."""
     path, db, run_id = run
-    out = subprocess.run([sys.executable, "-c", FULL_DISK_RUN.format(root=str(Path(__file__).resolve().parents[1])),
+    out = subprocess.run([sys.executable, "-c", FULL_DISK_RUN.format(root=str(Path(__file__).resolve().parents[2])),
                           path, str(run_id)], capture_output=True, text=True, timeout=120)
     assert out.stdout.startswith("DiskFullError: " + path), out.stdout + out.stderr
     assert "the disk is full or failing" in out.stdout

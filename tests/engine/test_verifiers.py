@@ -246,7 +246,7 @@ def test_builtins_declare_their_range():
 
 def test_timeout_interrupts_a_hung_verifier_in_process():
     """The in-process path (built-ins, `isolate=False`) keeps its thread timeout; user code is isolated by
-    default (tests/test_verifier_isolation.py)."""
+    default (tests/engine/test_verifier_isolation.py)."""
     v = load_verifier_code("def reward(output, task):\n    while True:\n        pass\n", isolate=False)
     t0 = time.monotonic()
     s = v.score(Output("x"), TASK, timeout_s=0.2)

@@ -1,5 +1,5 @@
 """The UI's pure parts, without an app: how scores, curves and the status line look, the trajectory window,
-the command tracker. The rules they show are workbench.view's (tests/test_view.py)."""
+the command tracker. The rules they show are workbench.view's (tests/engine/test_view.py)."""
 
 from __future__ import annotations
 

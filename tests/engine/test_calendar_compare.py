@@ -11,7 +11,7 @@ from workbench.domains.calendar.world import World
 from workbench.types import ToolCall
 from workbench.verifiers import binary, metrics, tool_call
 
-ROOT = Path(__file__).resolve().parents[1] / "workbench"
+ROOT = Path(__file__).resolve().parents[2] / "workbench"
 
 
 @pytest.mark.parametrize(("text", "want"), [

@@ -30,9 +30,9 @@ import pytest
 import store
 from store import runs
 from tests.conftest import pending_commands
-from tests.test_tui_layout import ROLLOUTS_HEADER, TASKS_HEADER
+from tests.tui.test_tui_layout import ROLLOUTS_HEADER, TASKS_HEADER
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SCREENSHOT = ROOT / "docs" / "web.png"
 
