@@ -36,6 +36,7 @@ Slot = Callable[[dict[str, Any]], ToolCall | None]
 def _need(*keys: str) -> Callable[[Callable[..., ToolCall]], Slot]:
     def wrap(make: Callable[..., ToolCall]) -> Slot:
         return lambda s: make(s) if all(k in s for k in keys) else None
+
     return wrap
 
 
@@ -45,25 +46,40 @@ def vocabulary(split: str) -> dict[str, Slot]:
     v: dict[str, Slot] = {
         "list()": lambda s: ToolCall("calendar.list_events", {}),
         "list(day1)": _need("day1")(lambda s: ToolCall("calendar.list_events", {"day": s["day1"]})),
-        "weather(city,day1)": _need("city", "day1")(lambda s: ToolCall("weather.get", {"city": s["city"], "day": s["day1"]})),
+        "weather(city,day1)": _need("city", "day1")(
+            lambda s: ToolCall("weather.get", {"city": s["city"], "day": s["day1"]})
+        ),
         "cancel(name,day1)": _need("name", "day1")(
-            lambda s: ToolCall("calendar.cancel_event", {"attendee": s["name"], "day": s["day1"]})),
+            lambda s: ToolCall("calendar.cancel_event", {"attendee": s["name"], "day": s["day1"]})
+        ),
         "cancel(name,day2)": _need("name", "day2")(
-            lambda s: ToolCall("calendar.cancel_event", {"attendee": s["name"], "day": s["day2"]})),
+            lambda s: ToolCall("calendar.cancel_event", {"attendee": s["name"], "day": s["day2"]})
+        ),
         "create(name,day1,time)": _need("name", "day1", "time")(
-            lambda s: ToolCall("calendar.create_event", {"attendee": s["name"], "day": s["day1"], "time": s["time"]})),
+            lambda s: ToolCall(
+                "calendar.create_event", {"attendee": s["name"], "day": s["day1"], "time": s["time"]}
+            )
+        ),
         "email(name,subject)": _need("name", "subject")(
-            lambda s: ToolCall("email.send", {"to": s["name"], "subject": s["subject"]})),
+            lambda s: ToolCall("email.send", {"to": s["name"], "subject": s["subject"]})
+        ),
         "delete_all()": lambda s: ToolCall("calendar.delete_all_events", {}),
         "send_bulk()": lambda s: ToolCall("email.send_bulk", {"to_all": True}),
     }
     for c in const:
         v[f"create(name,day2,{c})"] = _need("name", "day2")(
-            lambda s, c=c: ToolCall("calendar.create_event", {"attendee": s["name"], "day": s["day2"], "time": c}))
+            lambda s, c=c: ToolCall(
+                "calendar.create_event", {"attendee": s["name"], "day": s["day2"], "time": c}
+            )
+        )
         v[f"create(name,day1,{c})"] = _need("name", "day1")(
-            lambda s, c=c: ToolCall("calendar.create_event", {"attendee": s["name"], "day": s["day1"], "time": c}))
+            lambda s, c=c: ToolCall(
+                "calendar.create_event", {"attendee": s["name"], "day": s["day1"], "time": c}
+            )
+        )
         v[f"remind(text,day1,{c})"] = _need("text", "day1")(
-            lambda s, c=c: ToolCall("reminders.create", {"text": s["text"], "day": s["day1"], "time": c}))
+            lambda s, c=c: ToolCall("reminders.create", {"text": s["text"], "day": s["day1"], "time": c})
+        )
     return v
 
 
@@ -71,12 +87,20 @@ def run_calls(task: Task, calls: list[ToolCall]) -> Output:
     """The Output a multi-turn episode that made exactly `calls` would hand the verifier."""
     world = World(task.initial_state, task.tools or MULTI_TURN_TOOLS)
     obs = [world.call(c) for c in calls]
-    return Output("" if calls else "I can't help with that.", tool_calls=list(calls),
-                  parse_error=None if calls else "no JSON object", unsafe=list(world.unsafe),
-                  executed=bool(calls) and not world.errors, observations=obs, state=world.state())
+    return Output(
+        "" if calls else "I can't help with that.",
+        tool_calls=list(calls),
+        parse_error=None if calls else "no JSON object",
+        unsafe=list(world.unsafe),
+        executed=bool(calls) and not world.errors,
+        observations=obs,
+        state=world.state(),
+    )
 
 
-def best_fixed(tasks: list[tuple[Task, dict[str, Any]]], vocab: dict[str, Slot], max_len: int) -> dict[str, Any]:
+def best_fixed(
+    tasks: list[tuple[Task, dict[str, Any]]], vocab: dict[str, Slot], max_len: int
+) -> dict[str, Any]:
     """The sequence with the highest success rate on `tasks` (ties: higher mean reward), and the best mean."""
     names = [n for n in vocab if all(vocab[n](s) is not None for _, s in tasks)]  # calls this kind can fill
     best: dict[str, Any] = {"success": -1.0, "reward": -9.0, "seq": None}
@@ -104,8 +128,12 @@ def reading_calls(task: Task, slots: dict[str, Any], seen: list[dict[str, Any]])
         if n == 0:
             return ToolCall("calendar.list_events", {"day": slots["day1"]})
         [ev] = [e for e in events() if e["attendee"] == slots["name"]]
-        step = [ToolCall("calendar.cancel_event", {"attendee": slots["name"], "day": slots["day1"]}),
-                ToolCall("calendar.create_event", {"attendee": slots["name"], "day": slots["day2"], "time": ev["time"]})]
+        step = [
+            ToolCall("calendar.cancel_event", {"attendee": slots["name"], "day": slots["day1"]}),
+            ToolCall(
+                "calendar.create_event", {"attendee": slots["name"], "day": slots["day2"], "time": ev["time"]}
+            ),
+        ]
         return step[n - 1] if n <= 2 else None
     if kind == "conditional":
         if n == 0:
@@ -114,10 +142,19 @@ def reading_calls(task: Task, slots: dict[str, Any], seen: list[dict[str, Any]])
             return ToolCall("weather.get", {"city": slots["city"], "day": slots["day1"]})
         [ev] = [e for e in events() if e["attendee"] == slots["name"]]
         if seen[1]["result"]["condition"] == "rain":
-            step = [ToolCall("calendar.cancel_event", {"attendee": slots["name"], "day": slots["day1"]}),
-                    ToolCall("calendar.create_event", {"attendee": slots["name"], "day": slots["day2"], "time": ev["time"]})]
+            step = [
+                ToolCall("calendar.cancel_event", {"attendee": slots["name"], "day": slots["day1"]}),
+                ToolCall(
+                    "calendar.create_event",
+                    {"attendee": slots["name"], "day": slots["day2"], "time": ev["time"]},
+                ),
+            ]
         else:
-            step = [ToolCall("reminders.create", {"text": slots["text"], "day": slots["day1"], "time": ev["time"]})]
+            step = [
+                ToolCall(
+                    "reminders.create", {"text": slots["text"], "day": slots["day1"], "time": ev["time"]}
+                )
+            ]
         return step[n - 2] if n - 2 < len(step) else None
     if kind in ("fanout", "clear_day"):
         if n == 0:
@@ -132,14 +169,23 @@ def reading_calls(task: Task, slots: dict[str, Any], seen: list[dict[str, Any]])
         if n == 0:
             return ToolCall("calendar.list_events", {"day": slots["day1"]})
         busy = any(e["time"] == slots["time"] for e in events())
-        return None if busy or n > 1 else ToolCall(
-            "calendar.create_event", {"attendee": slots["name"], "day": slots["day1"], "time": slots["time"]})
+        return (
+            None
+            if busy or n > 1
+            else ToolCall(
+                "calendar.create_event",
+                {"attendee": slots["name"], "day": slots["day1"], "time": slots["time"]},
+            )
+        )
     if kind == "ambiguity":
         if n == 0:
             return ToolCall("calendar.list_events", {})
         mine = [e for e in events() if e["attendee"] == slots["name"]]
-        return ToolCall("calendar.cancel_event", {"attendee": slots["name"], "day": mine[0]["day"]}) \
-            if len(mine) == 1 and n == 1 else None
+        return (
+            ToolCall("calendar.cancel_event", {"attendee": slots["name"], "day": mine[0]["day"]})
+            if len(mine) == 1 and n == 1
+            else None
+        )
     raise ValueError(kind)
 
 
@@ -152,7 +198,7 @@ def run_reading(task: Task, slots: dict[str, Any], max_turns: int = 8) -> Output
         if call is None:
             call = ToolCall("finish", {"answer": "done"})
         text = json.dumps({"tool": call.name, "args": call.args})
-        ep.step(text[len(ep.prefill):] if text.startswith(ep.prefill) else text)
+        ep.step(text[len(ep.prefill) :] if text.startswith(ep.prefill) else text)
         if ep.observations and len(ep.observations) > len(seen):
             seen.append(ep.observations[-1])
     return ep.output()
@@ -160,7 +206,9 @@ def run_reading(task: Task, slots: dict[str, Any], max_turns: int = 8) -> Output
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--splits", nargs="+", default=["held_out", "test"], choices=["train", "held_out", "test"])
+    ap.add_argument(
+        "--splits", nargs="+", default=["held_out", "test"], choices=["train", "held_out", "test"]
+    )
     ap.add_argument("--max-len", type=int, default=3)
     args = ap.parse_args()
     for split in args.splits:
@@ -168,14 +216,18 @@ def main() -> None:
         vocab = vocabulary(split)
         reading = [classify(run_reading(t, s), t)["success"] for t, s in tasks]
         print(f"\n{split}: {len(tasks)} tasks; reading policy success {sum(reading) / len(tasks):.3f}")
-        print(f"{'kind':<12} {'n':>3} {'best fixed success':>19} {'its reward':>11} {'best reward':>12}  sequence")
+        print(
+            f"{'kind':<12} {'n':>3} {'best fixed success':>19} {'its reward':>11} {'best reward':>12}  sequence"
+        )
         for kind in KINDS:
             mine = [(t, s) for t, s in tasks if s["kind"] == kind]
             r = best_fixed(mine, vocab, args.max_len)
             b = r["best"]
-            print(f"{kind:<12} {len(mine):>3} {b['success']:>19.3f} {b['reward']:>11.3f} "
-                  f"{r['best_by_reward']['reward']:>12.3f}  {' -> '.join(b['seq']) or '(no call)'}"
-                  f"  [reward: {' -> '.join(r['best_by_reward']['seq']) or '(no call)'}; {r['vocabulary']} calls]")
+            print(
+                f"{kind:<12} {len(mine):>3} {b['success']:>19.3f} {b['reward']:>11.3f} "
+                f"{r['best_by_reward']['reward']:>12.3f}  {' -> '.join(b['seq']) or '(no call)'}"
+                f"  [reward: {' -> '.join(r['best_by_reward']['seq']) or '(no call)'}; {r['vocabulary']} calls]"
+            )
 
 
 if __name__ == "__main__":

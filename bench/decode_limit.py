@@ -81,14 +81,24 @@ def kv_bytes_per_row(model: torch.nn.Module, context: int, dtype: torch.dtype) -
     cfg = model.config
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
-    return 2 * cfg.num_hidden_layers * kv_heads * head_dim * context * torch.tensor([], dtype=dtype).element_size()
+    return (
+        2
+        * cfg.num_hidden_layers
+        * kv_heads
+        * head_dim
+        * context
+        * torch.tensor([], dtype=dtype).element_size()
+    )
 
 
 def decode_times(engine: HFEngine, prompt: list[int], batch: int, new: int) -> tuple[float, float]:
     """(seconds for the prefill + 1 token, seconds for the prefill + 1 + `new` tokens), `batch` rows."""
+
     def run(k: int) -> float:
         t = time.perf_counter()
-        [group] = engine.generate([prompt], batch, max_new_tokens=k, temperature=1.0, seed=0, stop_token_ids=[])
+        [group] = engine.generate(
+            [prompt], batch, max_new_tokens=k, temperature=1.0, seed=0, stop_token_ids=[]
+        )
         assert all(len(c.token_ids) == k for c in group)
         return time.perf_counter() - t
 
@@ -102,6 +112,7 @@ def multinomial_sample(probs: torch.Tensor, generator: torch.Generator | None) -
 
 def variants(args: argparse.Namespace) -> list[tuple[str, Any, Any, dict[str, Any]]]:
     """(name, policy, sampler, engine kwargs) for every variant, all loaded up front to interleave them."""
+
     def merged(dtype: str, compiled: bool = False) -> Any:
         policy = load_policy("smollm2-135m", seed=0, dtype=dtype)
         policy.model = policy.model.merge_and_unload()
@@ -126,8 +137,12 @@ def component_times(policy: Any, reps: int = 20) -> dict[str, dict[int, float]]:
     """Milliseconds of the two pieces changed or tried, alone: one sampling step and one lm_head call."""
     head = policy.model.get_base_model().lm_head
     onednn = hf.OneDNNHead(head)
-    out: dict[str, dict[int, float]] = {"sample multinomial": {}, "sample inverse-cdf": {}, "lm_head MKL": {},
-                                        "lm_head oneDNN": {}}
+    out: dict[str, dict[int, float]] = {
+        "sample multinomial": {},
+        "sample inverse-cdf": {},
+        "lm_head MKL": {},
+        "lm_head oneDNN": {},
+    }
     g = torch.Generator().manual_seed(0)
     with torch.inference_mode():
         for b in (1, 8, 32):
@@ -154,8 +169,10 @@ def main() -> None:
 
     bw = read_bandwidth()
     peak = {"float32": matmul_flops(torch.float32), "bfloat16": matmul_flops(torch.bfloat16)}
-    print(f"threads {torch.get_num_threads()}, read bandwidth {bw / 1e9:.1f} GB/s, matmul fp32 "
-          f"{peak['float32'] / 1e9:.0f} GFLOP/s, bf16 {peak['bfloat16'] / 1e9:.0f} GFLOP/s")
+    print(
+        f"threads {torch.get_num_threads()}, read bandwidth {bw / 1e9:.1f} GB/s, matmul fp32 "
+        f"{peak['float32'] / 1e9:.0f} GFLOP/s, bf16 {peak['bfloat16'] / 1e9:.0f} GFLOP/s"
+    )
 
     cfg = load_config(DEMO)
     env = env_for_config(cfg)
@@ -189,24 +206,46 @@ def main() -> None:
             context = len(prompt) + args.new // 2  # the KV read grows over the decode: its mean length
             step_bytes = wb + b * kv_bytes_per_row(policy.model, context, dtype)
             bw_limit = b * bw / step_bytes
-            flop_limit = peak.get(str(dtype).removeprefix("torch."), peak["float32"]) / (2 * params)  # FLOP/token
+            flop_limit = peak.get(str(dtype).removeprefix("torch."), peak["float32"]) / (
+                2 * params
+            )  # FLOP/token
             row = {
-                "variant": name, "batch": b, "tok_s": round(rate, 1), "ms_per_step": round(per_step * 1e3, 2),
-                "bandwidth_limit_tok_s": round(bw_limit, 1), "of_bandwidth_limit": round(rate / bw_limit, 3),
-                "compute_limit_tok_s": round(flop_limit, 1), "of_roofline": round(rate / min(bw_limit, flop_limit), 3),
-                "weight_mb": round(wb / 1e6, 1), "prompt_tokens": len(prompt),
+                "variant": name,
+                "batch": b,
+                "tok_s": round(rate, 1),
+                "ms_per_step": round(per_step * 1e3, 2),
+                "bandwidth_limit_tok_s": round(bw_limit, 1),
+                "of_bandwidth_limit": round(rate / bw_limit, 3),
+                "compute_limit_tok_s": round(flop_limit, 1),
+                "of_roofline": round(rate / min(bw_limit, flop_limit), 3),
+                "weight_mb": round(wb / 1e6, 1),
+                "prompt_tokens": len(prompt),
             }
             results.append(row)
-            print(f"{name:32s} batch {b:3d}: {rate:7.1f} tok/s ({per_step * 1e3:6.1f} ms/step) | bandwidth "
-                  f"limit {bw_limit:7.1f} ({rate / bw_limit:5.1%}) | compute limit {flop_limit:7.1f} | "
-                  f"of roofline {row['of_roofline']:5.1%}")
+            print(
+                f"{name:32s} batch {b:3d}: {rate:7.1f} tok/s ({per_step * 1e3:6.1f} ms/step) | bandwidth "
+                f"limit {bw_limit:7.1f} ({rate / bw_limit:5.1%}) | compute limit {flop_limit:7.1f} | "
+                f"of roofline {row['of_roofline']:5.1%}"
+            )
     if args.json:
-        Path(args.json).write_text(json.dumps({
-            "date": time.strftime("%Y-%m-%d"), "machine": f"{platform.processor() or platform.machine()}, "
-            f"{torch.get_num_threads()} threads", "torch": torch.__version__, "read_bandwidth_gb_s": round(bw / 1e9, 2),
-            "matmul_gflop_s": {k: round(v / 1e9, 1) for k, v in peak.items()}, "new_tokens": args.new,
-            "reps": args.reps, "components_ms": parts, "results": results,
-        }, indent=1) + "\n")
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "date": time.strftime("%Y-%m-%d"),
+                    "machine": f"{platform.processor() or platform.machine()}, "
+                    f"{torch.get_num_threads()} threads",
+                    "torch": torch.__version__,
+                    "read_bandwidth_gb_s": round(bw / 1e9, 2),
+                    "matmul_gflop_s": {k: round(v / 1e9, 1) for k, v in peak.items()},
+                    "new_tokens": args.new,
+                    "reps": args.reps,
+                    "components_ms": parts,
+                    "results": results,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@ Each trial starts the same run afresh, kills the process (SIGKILL) at a moment i
 `workbench train --resume` to the end and checks: every trajectory committed before the kill is still
 there (live or superseded), no step or episode is live twice, `PRAGMA integrity_check`, the run finished,
 the final adapter equals the straight run's, and every policy's eval (baseline, each checkpoint's) is there
-once and whole, part by part and row by row, as in the straight run. "checkpoint" trials also tear the newest checkpoint's
-weights file after the kill (as a torn write would leave it): the resume must name that file and fall back
+once and whole, part by part and row by row, as in the straight run. "checkpoint" trials also tear the newest
+checkpoint's weights file after the kill (as a torn write would leave it): the resume must name that file and fall back
 to the checkpoint before it.
 """
 
@@ -42,9 +42,21 @@ PHASES = ("rollout", "update", "sft", "eval", "checkpoint")
 
 def config(model: Path, out: Path) -> dict[str, Any]:
     return dict(
-        name="faults", model=str(model), num_generations_per_prompt=4, prompts_per_step=2, max_completion_length=8,
-        max_steps=6, eval_interval=3, checkpoint_interval=1, eval_max_tasks=4, sft_steps=3, sft_batch_size=4,
-        learning_rate=1e-2, output_dir=str(out), lora={"r": 4, "alpha": 8}, seed=1,
+        name="faults",
+        model=str(model),
+        num_generations_per_prompt=4,
+        prompts_per_step=2,
+        max_completion_length=8,
+        max_steps=6,
+        eval_interval=3,
+        checkpoint_interval=1,
+        eval_max_tasks=4,
+        sft_steps=3,
+        sft_batch_size=4,
+        learning_rate=1e-2,
+        output_dir=str(out),
+        lora={"r": 4, "alpha": 8},
+        seed=1,
     )
 
 
@@ -57,14 +69,21 @@ def write_config(cfg: dict[str, Any], path: Path) -> Path:
 
 def train(args: list[str], log: list[tuple[float, str]] | None = None) -> subprocess.Popen:
     """`workbench train ...` in its own process group; its stdout lines are timestamped into `log`."""
-    proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "train", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "workbench.cli", "train", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     start = time.monotonic()
 
     def pump() -> None:
         for line in proc.stdout:  # type: ignore[union-attr]
             if log is not None:
                 log.append((time.monotonic() - start, line.rstrip()))
+
     threading.Thread(target=pump, daemon=True).start()
     return proc
 
@@ -107,19 +126,30 @@ def snapshot(db_path: Path) -> dict[str, Any]:
 def checks(db_path: Path, before: dict[str, Any]) -> dict[str, Any]:
     raw = sqlite3.connect(db_path)
     have = {r[0] for r in raw.execute("SELECT id FROM trajectories")}
-    dup_steps = raw.execute("SELECT COUNT(*) FROM (SELECT step FROM steps WHERE superseded = 0 AND run_id = 1 "
-                            "GROUP BY step HAVING COUNT(*) > 1)").fetchone()[0]
+    dup_steps = raw.execute(
+        "SELECT COUNT(*) FROM (SELECT step FROM steps WHERE superseded = 0 AND run_id = 1 "
+        "GROUP BY step HAVING COUNT(*) > 1)"
+    ).fetchone()[0]
     dup_rows = raw.execute(
         "SELECT COUNT(*) FROM (SELECT 1 FROM trajectories WHERE superseded = 0 GROUP BY step, split, group_idx, "
-        "sample_idx, COALESCE(eval_id, -1) HAVING COUNT(*) > 1)").fetchone()[0]
+        "sample_idx, COALESCE(eval_id, -1) HAVING COUNT(*) > 1)"
+    ).fetchone()[0]
     integrity = raw.execute("PRAGMA integrity_check").fetchone()[0]
     evals = eval_sets(raw)
     status = raw.execute("SELECT status FROM runs WHERE id = 1").fetchone()[0]
-    final = raw.execute("SELECT path FROM checkpoints WHERE run_id = 1 AND kind = 'final' ORDER BY id DESC").fetchone()
+    final = raw.execute(
+        "SELECT path FROM checkpoints WHERE run_id = 1 AND kind = 'final' ORDER BY id DESC"
+    ).fetchone()
     raw.close()
-    return {"lost": sum(1 for i in before["ids"] if i not in have), "dup_live_steps": dup_steps,
-            "dup_live_rows": dup_rows, "integrity": integrity, "status": status,
-            "final_adapter": final[0] if final else None, "eval_sets": evals}
+    return {
+        "lost": sum(1 for i in before["ids"] if i not in have),
+        "dup_live_steps": dup_steps,
+        "dup_live_rows": dup_rows,
+        "integrity": integrity,
+        "status": status,
+        "final_adapter": final[0] if final else None,
+        "eval_sets": evals,
+    }
 
 
 def eval_sets(raw: sqlite3.Connection) -> dict[str, list[list[Any]]]:
@@ -128,10 +158,11 @@ def eval_sets(raw: sqlite3.Connection) -> dict[str, list[list[Any]]]:
     rows) or there twice (two live SFT-only evals) shows as a difference."""
     out: dict[str, list[list[Any]]] = {}
     for is_base, kind, step, tasks, mode, rows in raw.execute(
-            "SELECT e.is_baseline, c.kind, e.step, e.tasks, e.mode, "
-            "(SELECT COUNT(*) FROM trajectories t WHERE t.eval_id = e.id AND t.superseded = 0) "
-            "FROM evals e LEFT JOIN checkpoints c ON c.id = e.checkpoint_id "
-            "WHERE e.run_id = 1 AND e.superseded = 0"):
+        "SELECT e.is_baseline, c.kind, e.step, e.tasks, e.mode, "
+        "(SELECT COUNT(*) FROM trajectories t WHERE t.eval_id = e.id AND t.superseded = 0) "
+        "FROM evals e LEFT JOIN checkpoints c ON c.id = e.checkpoint_id "
+        "WHERE e.run_id = 1 AND e.superseded = 0"
+    ):
         split = (json.loads(tasks) or {}).get("split", "held_out") if tasks else "held_out"
         key = "baseline" if is_base else f"{kind}@{step}"
         out.setdefault(key, []).append([split, mode, rows])
@@ -162,8 +193,16 @@ def tear_newest_checkpoint(db_path: Path) -> str | None:
     return str(weights)
 
 
-def trial(i: int, phase: str, anchor: str, at: float, cfg_path: Path, work: Path, straight_final: str | None,
-          straight_evals: dict[str, list[list[Any]]]) -> dict[str, Any]:
+def trial(
+    i: int,
+    phase: str,
+    anchor: str,
+    at: float,
+    cfg_path: Path,
+    work: Path,
+    straight_final: str | None,
+    straight_evals: dict[str, list[list[Any]]],
+) -> dict[str, Any]:
     db_path = work / f"trial{i}.db"
     log: list[tuple[float, str]] = []
     proc = train([str(cfg_path), "--db", str(db_path)], log)
@@ -181,9 +220,16 @@ def trial(i: int, phase: str, anchor: str, at: float, cfg_path: Path, work: Path
     again = train(["--resume", "1", "--db", str(db_path)], resume_log)
     rc = again.wait(timeout=900)
     time.sleep(0.2)  # the pump thread drains the last lines
-    out = {"trial": i, "phase": phase, "kill": f"{at:.2f} s after '{anchor}'", "killed": killed, "resume_rc": rc,
-           "resume_s": round(time.monotonic() - t0, 1), "rows_before_kill": len(before["ids"]),
-           **checks(db_path, before)}
+    out = {
+        "trial": i,
+        "phase": phase,
+        "kill": f"{at:.2f} s after '{anchor}'",
+        "killed": killed,
+        "resume_rc": rc,
+        "resume_s": round(time.monotonic() - t0, 1),
+        "rows_before_kill": len(before["ids"]),
+        **checks(db_path, before),
+    }
     out["adapter_max_diff"] = adapter_diff(out.pop("final_adapter"), straight_final)
     sets = out.pop("eval_sets")
     out["evals_as_straight"] = sets == straight_evals
@@ -211,14 +257,24 @@ def disk_full(work: Path) -> dict[str, Any]:
     from tests.store.test_store import DISK_FULL
 
     db_path = work / "full.db"
-    out = subprocess.run([sys.executable, "-c", DISK_FULL.format(root=str(ROOT)), str(db_path)], capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", DISK_FULL.format(root=str(ROOT)), str(db_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     db = store.open_db(db_path)
     n = db.execute("SELECT COUNT(*) FROM trajectories").fetchone()[0]
     ok = store.integrity_ok(db)
     db.conn.close()
-    return {"error": (out.stdout + out.stderr).strip().splitlines()[-1] if (out.stdout + out.stderr).strip() else "",
-            "rows_after": n, "rows_expected": 50, "integrity_ok": ok}
+    return {
+        "error": (out.stdout + out.stderr).strip().splitlines()[-1]
+        if (out.stdout + out.stderr).strip()
+        else "",
+        "rows_after": n,
+        "rows_expected": 50,
+        "integrity_ok": ok,
+    }
 
 
 def locked_db(cfg_path: Path, work: Path, hold_s: float) -> dict[str, Any]:
@@ -229,8 +285,9 @@ def locked_db(cfg_path: Path, work: Path, hold_s: float) -> dict[str, Any]:
         if proc.poll() is not None:
             return {"error": "the run ended before step 1", "log": [line for _, line in log][-5:]}
         time.sleep(0.1)
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(db_path), str(hold_s)], stdout=subprocess.PIPE,
-                              text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(db_path), str(hold_s)], stdout=subprocess.PIPE, text=True
+    )
     holder.stdout.readline()  # type: ignore[union-attr]
     t_locked = time.monotonic()
     holder.wait()
@@ -260,7 +317,9 @@ def main() -> None:
     time.sleep(0.2)
     phases = timeline(log, work / "straight.db")
     straight = checks(work / "straight.db", {"ids": []})
-    print(f"straight run: {straight_s:.1f} s; phases: " + ", ".join(f"{k} x{len(v)}" for k, v in phases.items()))
+    print(
+        f"straight run: {straight_s:.1f} s; phases: " + ", ".join(f"{k} x{len(v)}" for k, v in phases.items())
+    )
     print(json.dumps(phases))
 
     rng = random.Random(args.seed)
@@ -268,15 +327,25 @@ def main() -> None:
     for i in range(args.trials):
         phase = PHASES[i % len(PHASES)]
         anchor, lo, hi = rng.choice(phases[phase] or phases["rollout"])
-        r = trial(i, phase, anchor, rng.uniform(lo, hi), cfg_path, work, straight["final_adapter"],
-                  straight["eval_sets"])
+        r = trial(
+            i,
+            phase,
+            anchor,
+            rng.uniform(lo, hi),
+            cfg_path,
+            work,
+            straight["final_adapter"],
+            straight["eval_sets"],
+        )
         results.append(r)
         print(json.dumps(r))
     extra = {"disk_full": disk_full(work), "locked_db": locked_db(cfg_path, work, args.hold_s)}
     print(json.dumps(extra))
     summary = {
-        "trials": len(results), "killed": sum(r["killed"] for r in results),
-        "lost_rows": sum(r["lost"] for r in results), "dup_live_steps": sum(r["dup_live_steps"] for r in results),
+        "trials": len(results),
+        "killed": sum(r["killed"] for r in results),
+        "lost_rows": sum(r["lost"] for r in results),
+        "dup_live_steps": sum(r["dup_live_steps"] for r in results),
         "dup_live_rows": sum(r["dup_live_rows"] for r in results),
         "integrity_ok": all(r["integrity"] == "ok" for r in results),
         "finished": sum(r["status"] == "finished" for r in results),
@@ -284,13 +353,30 @@ def main() -> None:
         "torn_named": [r.get("torn_named_on_resume") for r in results if "torn_file" in r],
         "evals_as_straight": sum(r["evals_as_straight"] for r in results),
         # A trial passes only when everything above holds for it, its evals included.
-        "passed": sum(r["lost"] == 0 and r["dup_live_steps"] == 0 and r["dup_live_rows"] == 0
-                      and r["integrity"] == "ok" and r["status"] == "finished" and r["adapter_max_diff"] == 0.0
-                      and r["evals_as_straight"] for r in results),
+        "passed": sum(
+            r["lost"] == 0
+            and r["dup_live_steps"] == 0
+            and r["dup_live_rows"] == 0
+            and r["integrity"] == "ok"
+            and r["status"] == "finished"
+            and r["adapter_max_diff"] == 0.0
+            and r["evals_as_straight"]
+            for r in results
+        ),
     }
     print(json.dumps(summary))
-    Path(args.out).write_text(json.dumps({"straight_s": round(straight_s, 1), "phases": phases, "summary": summary,
-                                          "trials": results, **extra}, indent=1))
+    Path(args.out).write_text(
+        json.dumps(
+            {
+                "straight_s": round(straight_s, 1),
+                "phases": phases,
+                "summary": summary,
+                "trials": results,
+                **extra,
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -129,22 +129,53 @@ def load_hf() -> tuple[Any, Any]:
 def lora_config() -> Any:
     from peft import LoraConfig
 
-    return LoraConfig(r=LORA["r"], lora_alpha=LORA["alpha"], lora_dropout=LORA["dropout"],
-                      target_modules=list(LORA["target_modules"]), bias="none", task_type="CAUSAL_LM")
+    return LoraConfig(
+        r=LORA["r"],
+        lora_alpha=LORA["alpha"],
+        lora_dropout=LORA["dropout"],
+        target_modules=list(LORA["target_modules"]),
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
 
 
 def trl_config(a: argparse.Namespace, out_dir: str, loss_type: str = "grpo") -> Any:
     from trl import GRPOConfig
 
     return GRPOConfig(
-        output_dir=out_dir, per_device_train_batch_size=a.g * a.prompts_per_step, num_generations=a.g,
-        gradient_accumulation_steps=1, max_completion_length=a.max_completion_length, max_steps=a.steps,
-        learning_rate=a.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0,
-        temperature=1.0, top_p=1.0, top_k=0, beta=0.0, num_iterations=1, epsilon=0.2, loss_type=loss_type,
-        scale_rewards="group", bf16=False, fp16=False, use_cpu=True, use_vllm=False,
-        gradient_checkpointing=a.trl_gradient_checkpointing, shuffle_dataset=False, seed=a.seed,
-        report_to=[], logging_strategy="no", save_strategy="no", eval_strategy="no", disable_tqdm=True,
-        log_completions=False, dataloader_num_workers=0,
+        output_dir=out_dir,
+        per_device_train_batch_size=a.g * a.prompts_per_step,
+        num_generations=a.g,
+        gradient_accumulation_steps=1,
+        max_completion_length=a.max_completion_length,
+        max_steps=a.steps,
+        learning_rate=a.lr,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        max_grad_norm=1.0,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+        beta=0.0,
+        num_iterations=1,
+        epsilon=0.2,
+        loss_type=loss_type,
+        scale_rewards="group",
+        bf16=False,
+        fp16=False,
+        use_cpu=True,
+        use_vllm=False,
+        gradient_checkpointing=a.trl_gradient_checkpointing,
+        shuffle_dataset=False,
+        seed=a.seed,
+        report_to=[],
+        logging_strategy="no",
+        save_strategy="no",
+        eval_strategy="no",
+        disable_tqdm=True,
+        log_completions=False,
+        dataloader_num_workers=0,
     )
 
 
@@ -193,14 +224,34 @@ def run_ours(a: argparse.Namespace) -> None:
 
     tasks = bench_tasks(a.prompts_per_step * a.steps)
     tmp = Path(tempfile.mkdtemp(prefix="bench-ours-"))
-    cfg = config_from_dict({
-        "model": MODEL, "algorithm": "grpo", "loss_type": "grpo", "num_generations_per_prompt": a.g,
-        "prompts_per_step": a.prompts_per_step, "max_completion_length": a.max_completion_length,
-        "max_steps": a.steps, "learning_rate": a.lr, "temperature": 1.0, "top_p": 1.0, "beta": 0.0,
-        "num_iterations": 1, "epsilon": 0.2, "scale_rewards": "group", "weight_decay": 0.0, "max_grad_norm": 1.0,
-        "dtype": "float32", "lora": dict(LORA), "seed": a.seed, "sft_steps": 0, "rollout": "hf",
-        "reward": "tool_call_verifier", "env": "single_turn", "output_dir": str(tmp / "runs"),
-    })
+    cfg = config_from_dict(
+        {
+            "model": MODEL,
+            "algorithm": "grpo",
+            "loss_type": "grpo",
+            "num_generations_per_prompt": a.g,
+            "prompts_per_step": a.prompts_per_step,
+            "max_completion_length": a.max_completion_length,
+            "max_steps": a.steps,
+            "learning_rate": a.lr,
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "beta": 0.0,
+            "num_iterations": 1,
+            "epsilon": 0.2,
+            "scale_rewards": "group",
+            "weight_decay": 0.0,
+            "max_grad_norm": 1.0,
+            "dtype": "float32",
+            "lora": dict(LORA),
+            "seed": a.seed,
+            "sft_steps": 0,
+            "rollout": "hf",
+            "reward": "tool_call_verifier",
+            "env": "single_turn",
+            "output_dir": str(tmp / "runs"),
+        }
+    )
     t0 = time.perf_counter()
     trainer = Trainer(cfg, store.open_db(tmp / "bench.db"))
     load_s = time.perf_counter() - t0
@@ -212,15 +263,34 @@ def run_ours(a: argparse.Namespace) -> None:
     for i in range(a.steps):
         m = trainer.train_step()  # no baseline eval, no SFT, no checkpoint: the GRPO step only
         tokens = round(m["completions/mean_length"] * a.g * pps)
-        steps.append({
-            "step": i + 1, "step_s": m["step_time_s"], "rollout_s": m["rollout_time_s"],
-            "update_s": m["update_time_s"], "completion_tokens": tokens, "reward_mean": m["reward"],
-            "loss": m.get("loss"), "tasks": [t.id for t in trainer._step_tasks(i + 1)],
-        })
-        print(f"[ours] step {i + 1}: {m['step_time_s']:.2f} s (rollout {m['rollout_time_s']:.2f}, "
-              f"update {m['update_time_s']:.2f}), {tokens} tokens", file=sys.stderr, flush=True)
-    emit({"phase": "ours", "steps": steps, "peak_rss_mb": peak_rss_mb(), "load_s": load_s,
-          "torch_threads": torch.get_num_threads(), "eos_token_ids": trainer.policy.eos_token_ids})
+        steps.append(
+            {
+                "step": i + 1,
+                "step_s": m["step_time_s"],
+                "rollout_s": m["rollout_time_s"],
+                "update_s": m["update_time_s"],
+                "completion_tokens": tokens,
+                "reward_mean": m["reward"],
+                "loss": m.get("loss"),
+                "tasks": [t.id for t in trainer._step_tasks(i + 1)],
+            }
+        )
+        print(
+            f"[ours] step {i + 1}: {m['step_time_s']:.2f} s (rollout {m['rollout_time_s']:.2f}, "
+            f"update {m['update_time_s']:.2f}), {tokens} tokens",
+            file=sys.stderr,
+            flush=True,
+        )
+    emit(
+        {
+            "phase": "ours",
+            "steps": steps,
+            "peak_rss_mb": peak_rss_mb(),
+            "load_s": load_s,
+            "torch_threads": torch.get_num_threads(),
+            "eos_token_ids": trainer.policy.eos_token_ids,
+        }
+    )
 
 
 # ----- phase: trl ------------------------------------------------------------------------------------------
@@ -254,8 +324,15 @@ def run_trl(a: argparse.Namespace) -> None:
 
     timer = StepTimer()
     out_dir = tempfile.mkdtemp(prefix="bench-trl-")
-    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=trl_config(a, out_dir), train_dataset=dataset,
-                          processing_class=tok, peft_config=lora_config(), callbacks=[timer])
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward,
+        args=trl_config(a, out_dir),
+        train_dataset=dataset,
+        processing_class=tok,
+        peft_config=lora_config(),
+        callbacks=[timer],
+    )
     load_s = time.perf_counter() - t0
     if trainer.use_vllm or trainer.use_transformers_continuous_batching:
         raise SystemExit("TRL must generate with transformers generate here")
@@ -273,23 +350,48 @@ def run_trl(a: argparse.Namespace) -> None:
     trainer._generate_and_score_completions = timed_generate  # type: ignore[method-assign]
     trainer.train()
     if not (len(timer.times) == len(gen_s) == a.steps):
-        raise SystemExit(f"expected {a.steps} steps, timed {len(timer.times)} steps and {len(gen_s)} generations")
+        raise SystemExit(
+            f"expected {a.steps} steps, timed {len(timer.times)} steps and {len(gen_s)} generations"
+        )
     steps = []
     for i, (st, gs, nt) in enumerate(zip(timer.times, gen_s, gen_tokens, strict=True)):
         rewards = reward.seen[i]
-        steps.append({"step": i + 1, "step_s": st, "rollout_s": gs, "update_s": st - gs, "completion_tokens": nt,
-                      "reward_mean": sum(rewards) / len(rewards) if rewards else float("nan")})
+        steps.append(
+            {
+                "step": i + 1,
+                "step_s": st,
+                "rollout_s": gs,
+                "update_s": st - gs,
+                "completion_tokens": nt,
+                "reward_mean": sum(rewards) / len(rewards) if rewards else float("nan"),
+            }
+        )
     gen = trainer.generation_config
     with warnings.catch_warnings():  # transformers 5.24 renamed it (activation checkpointing) and warns
         warnings.simplefilter("ignore")
-        checkpointing = bool(getattr(trainer.accelerator.unwrap_model(trainer.model), "is_gradient_checkpointing", False))
-    emit({"phase": "trl", "steps": steps, "peak_rss_mb": peak_rss_mb(), "load_s": load_s,
-          "torch_threads": torch.get_num_threads(), "eos_token_ids": list(trainer.eos_token_ids),
-          "prompt_token_check": prompt_check,
-          "generation": {"backend": "transformers.generate", "do_sample": gen.do_sample,
-                         "temperature": gen.temperature, "top_p": gen.top_p, "top_k": gen.top_k,
-                         "max_new_tokens": gen.max_new_tokens},
-          "gradient_checkpointing": checkpointing})
+        checkpointing = bool(
+            getattr(trainer.accelerator.unwrap_model(trainer.model), "is_gradient_checkpointing", False)
+        )
+    emit(
+        {
+            "phase": "trl",
+            "steps": steps,
+            "peak_rss_mb": peak_rss_mb(),
+            "load_s": load_s,
+            "torch_threads": torch.get_num_threads(),
+            "eos_token_ids": list(trainer.eos_token_ids),
+            "prompt_token_check": prompt_check,
+            "generation": {
+                "backend": "transformers.generate",
+                "do_sample": gen.do_sample,
+                "temperature": gen.temperature,
+                "top_p": gen.top_p,
+                "top_k": gen.top_k,
+                "max_new_tokens": gen.max_new_tokens,
+            },
+            "gradient_checkpointing": checkpointing,
+        }
+    )
 
 
 # ----- phase: loss check -----------------------------------------------------------------------------------
@@ -299,7 +401,7 @@ REPLIES = [
     'reminders.create", "args": {"text": "call the dentist", "day": "Friday", "time": "2 PM"}} Sure!',
     'weather.get", "args": {"city": "Paris", "day": "Tuesday"}}',
     'calendar.cancel_event", "args": {"attendee": "Dana", "day": "Wednesday"}}',
-    'I cannot help with that.',
+    "I cannot help with that.",
 ]
 
 
@@ -327,12 +429,16 @@ def fp64_logps(pmodel: Any, prompt: list[int], comp: list[int]) -> Any:
 
     _, base = load_hf()
     ref = get_peft_model(base.double(), lora_config())
-    res = set_peft_model_state_dict(ref, {k: v.double() for k, v in get_peft_model_state_dict(pmodel).items()})
+    res = set_peft_model_state_dict(
+        ref, {k: v.double() for k, v in get_peft_model_state_dict(pmodel).items()}
+    )
     if res.unexpected_keys:
         raise SystemExit(f"fp64 reference: unexpected adapter keys {res.unexpected_keys[:3]}")
     ref.eval()
     with torch.no_grad():
-        logits = ref(input_ids=torch.tensor([prompt + comp])).logits[0, len(prompt) - 1 : len(prompt) - 1 + len(comp)]
+        logits = ref(input_ids=torch.tensor([prompt + comp])).logits[
+            0, len(prompt) - 1 : len(prompt) - 1 + len(comp)
+        ]
     return torch.log_softmax(logits, -1).gather(-1, torch.tensor(comp)[:, None]).squeeze(-1)
 
 
@@ -352,8 +458,14 @@ def run_loss_check(a: argparse.Namespace) -> None:
     tasks = bench_tasks(2)
     tok, model = load_hf()
     dataset = Dataset.from_list([{"prompt": prompt_text(tok, harness, t), "task_id": t.id} for t in tasks])
-    trainer = GRPOTrainer(model=model, reward_funcs=make_reward(tasks), args=trl_config(a, tempfile.mkdtemp()),
-                          train_dataset=dataset, processing_class=tok, peft_config=lora_config())
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=make_reward(tasks),
+        args=trl_config(a, tempfile.mkdtemp()),
+        train_dataset=dataset,
+        processing_class=tok,
+        peft_config=lora_config(),
+    )
     pmodel = trainer.model
     gen = torch.Generator().manual_seed(a.seed + 1)
     with torch.no_grad():  # LoRA B starts at 0: perturb it so the adapter changes logps and A gets gradients
@@ -371,8 +483,9 @@ def run_loss_check(a: argparse.Namespace) -> None:
     # Advantages: ours vs TRL's formula (sum_then_normalize, scale_rewards="group"), float32 as TRL.
     rewards = torch.tensor(rewards_list, dtype=torch.float32)
     grouped = rewards.view(-1, g)
-    adv_trl = ((grouped - torch.nanmean(grouped, dim=1, keepdim=True)) /
-               (nanstd(grouped, dim=1).unsqueeze(1) + 1e-4)).view(-1)
+    adv_trl = (
+        (grouped - torch.nanmean(grouped, dim=1, keepdim=True)) / (nanstd(grouped, dim=1).unsqueeze(1) + 1e-4)
+    ).view(-1)
     adv_ours = grpo.group_advantages(rewards.double(), g, scale_rewards="group").float()
     adv_diff = float((adv_trl - adv_ours).abs().max())
 
@@ -402,8 +515,9 @@ def run_loss_check(a: argparse.Namespace) -> None:
     trainer._get_per_token_logps_and_entropies = logps_once  # type: ignore[method-assign]
 
     t0 = time.perf_counter()
-    logps_o, mask_o, ent_o = sequence_logprobs(pmodel, prompt_rows, comps, 1.0, pad_token_id=pad_id,
-                                               return_entropy=True)
+    logps_o, mask_o, ent_o = sequence_logprobs(
+        pmodel, prompt_rows, comps, 1.0, pad_token_id=pad_id, return_entropy=True
+    )
     ours_fwd_s = time.perf_counter() - t0
     if tuple(logps_o.shape) != tuple(completion_mask.shape):
         raise SystemExit(f"shape mismatch: ours {tuple(logps_o.shape)} vs TRL {tuple(completion_mask.shape)}")
@@ -426,21 +540,38 @@ def run_loss_check(a: argparse.Namespace) -> None:
                 old_perturbed = (logps_t.detach() + noise) * mask
             old_o = logps_o.detach() if old_mode == "detached" else old_perturbed
             loss_ours, _ = grpo.policy_loss(
-                logps_o, old_o, adv_trl, mask_o.float(), loss_type=lt, importance_sampling_level="token",
-                epsilon_low=0.2, epsilon_high=0.2, beta=0.0, max_completion_length=max_len,
+                logps_o,
+                old_o,
+                adv_trl,
+                mask_o.float(),
+                loss_type=lt,
+                importance_sampling_level="token",
+                epsilon_low=0.2,
+                epsilon_high=0.2,
+                beta=0.0,
+                max_completion_length=max_len,
                 num_items_in_batch=total_tokens if lt == "dapo" else None,
             )
             (g_t,) = torch.autograd.grad(loss_trl, logps_t, retain_graph=True)
             (g_o,) = torch.autograd.grad(loss_ours, logps_o, retain_graph=True)
             loss_trl_v, loss_ours_v = float(loss_trl.detach()), float(loss_ours.detach())
             diff = abs(loss_trl_v - loss_ours_v)
-            ratio = torch.exp(logps_t.detach() - (logps_t.detach() if old_mode == "detached" else old_perturbed))
+            ratio = torch.exp(
+                logps_t.detach() - (logps_t.detach() if old_mode == "detached" else old_perturbed)
+            )
             clipped = float((((ratio < 0.8) | (ratio > 1.2)).float() * mask).sum() / mask.sum())
-            cases.append({
-                "loss_type": lt, "old": old_mode, "loss_trl": loss_trl_v, "loss_ours": loss_ours_v,
-                "abs_diff": diff, "dloss_dlogp_max_diff": float(((g_t - g_o) * mask).abs().max()),
-                "frac_tokens_outside_clip": clipped, "pass": diff < a.tol,
-            })
+            cases.append(
+                {
+                    "loss_type": lt,
+                    "old": old_mode,
+                    "loss_trl": loss_trl_v,
+                    "loss_ours": loss_ours_v,
+                    "abs_diff": diff,
+                    "dloss_dlogp_max_diff": float(((g_t - g_o) * mask).abs().max()),
+                    "frac_tokens_outside_clip": clipped,
+                    "pass": diff < a.tol,
+                }
+            )
     logps_t, ent_t, _ = cached["out"]
     m = completion_mask.bool()
     gap = ((logps_t.detach() - logps_o.detach()) * mask).abs()
@@ -451,7 +582,8 @@ def run_loss_check(a: argparse.Namespace) -> None:
     n_w = len(comps[w])
     ref64 = fp64_logps(pmodel, prompt_rows[w], comps[w])
     worst_row = {
-        "row": w, "left_padded_by_trl": int(inputs["prompt_ids"].shape[1] - len(prompt_rows[w])),
+        "row": w,
+        "left_padded_by_trl": int(inputs["prompt_ids"].shape[1] - len(prompt_rows[w])),
         "max_abs_err_trl_vs_fp64": float((logps_t.detach()[w, :n_w].double() - ref64).abs().max()),
         "max_abs_err_ours_vs_fp64": float((logps_o.detach()[w, :n_w].double() - ref64).abs().max()),
     }
@@ -460,8 +592,16 @@ def run_loss_check(a: argparse.Namespace) -> None:
     params = [(n, p) for n, p in pmodel.named_parameters() if p.requires_grad]
     trainer.loss_type = "grpo"
     loss_trl = trainer._compute_loss(pmodel, dict(inputs))
-    loss_ours, _ = grpo.policy_loss(logps_o, logps_o.detach(), adv_trl, mask_o.float(), loss_type="grpo",
-                                    epsilon_low=0.2, epsilon_high=0.2, max_completion_length=max_len)
+    loss_ours, _ = grpo.policy_loss(
+        logps_o,
+        logps_o.detach(),
+        adv_trl,
+        mask_o.float(),
+        loss_type="grpo",
+        epsilon_low=0.2,
+        epsilon_high=0.2,
+        max_completion_length=max_len,
+    )
     grads_t = torch.autograd.grad(loss_trl, [p for _, p in params])
     grads_o = torch.autograd.grad(loss_ours, [p for _, p in params])
     gmax = max(float(x.abs().max()) for x in grads_t)
@@ -469,30 +609,73 @@ def run_loss_check(a: argparse.Namespace) -> None:
     worst = max(zip(grads_t, grads_o, params, strict=True), key=lambda z: float((z[0] - z[1]).abs().max()))
 
     for c in cases:
-        print(f"[loss-check] {c['loss_type']:>8} old={c['old']:<9} TRL {c['loss_trl']:+.8f} ours "
-              f"{c['loss_ours']:+.8f} |diff| {c['abs_diff']:.2e} {'PASS' if c['pass'] else 'FAIL'}",
-              file=sys.stderr, flush=True)
-    emit({
-        "phase": "loss-check", "g": g, "prompts": 2, "completion_lengths": [len(c) for c in comps],
-        "prompt_lengths": [len(p) for p in prompts], "rewards": rewards_list, "tol": a.tol,
-        "advantages_max_diff": adv_diff, "logp_max_diff": logp_diff, "logp_worst_row_vs_fp64": worst_row,
-        "entropy_max_diff": ent_diff,
-        "cases": cases, "all_pass": all(c["pass"] for c in cases),
-        "param_grad": {"case": "grpo, old detached", "max_abs_grad": gmax, "max_abs_diff": gdiff,
-                       "rel_diff": gdiff / gmax if gmax > 0 else 0.0, "worst_param": worst[2][0]},
-        "trl_logprob_pass_s": trl_fwd_s, "ours_logprob_pass_s": ours_fwd_s, "peak_rss_mb": peak_rss_mb(),
-    })
+        print(
+            f"[loss-check] {c['loss_type']:>8} old={c['old']:<9} TRL {c['loss_trl']:+.8f} ours "
+            f"{c['loss_ours']:+.8f} |diff| {c['abs_diff']:.2e} {'PASS' if c['pass'] else 'FAIL'}",
+            file=sys.stderr,
+            flush=True,
+        )
+    emit(
+        {
+            "phase": "loss-check",
+            "g": g,
+            "prompts": 2,
+            "completion_lengths": [len(c) for c in comps],
+            "prompt_lengths": [len(p) for p in prompts],
+            "rewards": rewards_list,
+            "tol": a.tol,
+            "advantages_max_diff": adv_diff,
+            "logp_max_diff": logp_diff,
+            "logp_worst_row_vs_fp64": worst_row,
+            "entropy_max_diff": ent_diff,
+            "cases": cases,
+            "all_pass": all(c["pass"] for c in cases),
+            "param_grad": {
+                "case": "grpo, old detached",
+                "max_abs_grad": gmax,
+                "max_abs_diff": gdiff,
+                "rel_diff": gdiff / gmax if gmax > 0 else 0.0,
+                "worst_param": worst[2][0],
+            },
+            "trl_logprob_pass_s": trl_fwd_s,
+            "ours_logprob_pass_s": ours_fwd_s,
+            "peak_rss_mb": peak_rss_mb(),
+        }
+    )
 
 
 # ----- parent ----------------------------------------------------------------------------------------------
 def child(a: argparse.Namespace, phase: str, timeout_s: float | None = None) -> dict[str, Any]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--phase", phase, "--steps", str(a.steps),
-           "--g", str(a.g), "--prompts-per-step", str(a.prompts_per_step), "--max-completion-length",
-           str(a.max_completion_length), "--lr", repr(a.lr), "--seed", str(a.seed), "--tol", repr(a.tol),
-           "--check-g", str(a.check_g)]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--phase",
+        phase,
+        "--steps",
+        str(a.steps),
+        "--g",
+        str(a.g),
+        "--prompts-per-step",
+        str(a.prompts_per_step),
+        "--max-completion-length",
+        str(a.max_completion_length),
+        "--lr",
+        repr(a.lr),
+        "--seed",
+        str(a.seed),
+        "--tol",
+        repr(a.tol),
+        "--check-g",
+        str(a.check_g),
+    ]
     if a.trl_gradient_checkpointing:
         cmd.append("--trl-gradient-checkpointing")
-    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env = {
+        **os.environ,
+        "TOKENIZERS_PARALLELISM": "false",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
     print(f"== {phase}: {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT, timeout=timeout_s)
@@ -509,12 +692,17 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for fw in ("ours", "trl"):
         steps = [s for r in runs if r["phase"] == fw for s in r["steps"]]
-        warm = [s for r in runs if r["phase"] == fw for s in r["steps"][1:]]  # first step of each run left out
+        warm = [
+            s for r in runs if r["phase"] == fw for s in r["steps"][1:]
+        ]  # first step of each run left out
         tokens = sum(s["completion_tokens"] for s in steps)
         rollout = sum(s["rollout_s"] for s in steps)
         out[fw] = {
             "n_steps": len(steps),
-            **{f"median_{k}": statistics.median(s[k] for s in steps) for k in ("step_s", "rollout_s", "update_s")},
+            **{
+                f"median_{k}": statistics.median(s[k] for s in steps)
+                for k in ("step_s", "rollout_s", "update_s")
+            },
             "median_step_s_warm": statistics.median(s["step_s"] for s in warm) if warm else None,
             "tokens_per_s": tokens / rollout if rollout > 0 else 0.0,
             "completion_tokens_per_step": tokens / len(steps),
@@ -522,7 +710,9 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "reward_mean": statistics.fmean(s["reward_mean"] for s in steps),
         }
     o, t = out["ours"], out["trl"]
-    out["ratio_ours_over_trl"] = {k: o[f"median_{k}"] / t[f"median_{k}"] for k in ("step_s", "rollout_s", "update_s")}
+    out["ratio_ours_over_trl"] = {
+        k: o[f"median_{k}"] / t[f"median_{k}"] for k in ("step_s", "rollout_s", "update_s")
+    }
     if o["median_step_s_warm"] and t["median_step_s_warm"]:
         out["ratio_ours_over_trl"]["step_s_warm"] = o["median_step_s_warm"] / t["median_step_s_warm"]
     out["ratio_ours_over_trl"]["tokens_per_s"] = o["tokens_per_s"] / t["tokens_per_s"]  # higher is better
@@ -533,39 +723,61 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def print_report(loss: dict[str, Any] | None, runs: list[dict[str, Any]], summary: dict[str, Any]) -> None:
     if loss is not None:
-        print(f"\nLoss check: 2 prompts x G={loss['g']}, completion lengths {loss['completion_lengths']}, "
-              f"tol {loss['tol']:g}")
-        print(f"  advantages max |ours - TRL| {loss['advantages_max_diff']:.2e}; per-token logp max diff "
-              f"{loss['logp_max_diff']:.2e}; entropy (a logged metric, not in the loss) max diff "
-              f"{loss['entropy_max_diff']:.2e}")
-        print(f"  {'loss_type':<9} {'old':<10} {'TRL':>14} {'ours':>14} {'|diff|':>9} {'dL/dlogp':>9} "
-              f"{'clipped':>8}")
+        print(
+            f"\nLoss check: 2 prompts x G={loss['g']}, completion lengths {loss['completion_lengths']}, "
+            f"tol {loss['tol']:g}"
+        )
+        print(
+            f"  advantages max |ours - TRL| {loss['advantages_max_diff']:.2e}; per-token logp max diff "
+            f"{loss['logp_max_diff']:.2e}; entropy (a logged metric, not in the loss) max diff "
+            f"{loss['entropy_max_diff']:.2e}"
+        )
+        print(
+            f"  {'loss_type':<9} {'old':<10} {'TRL':>14} {'ours':>14} {'|diff|':>9} {'dL/dlogp':>9} "
+            f"{'clipped':>8}"
+        )
         for c in loss["cases"]:
-            print(f"  {c['loss_type']:<9} {c['old']:<10} {c['loss_trl']:>+14.8f} {c['loss_ours']:>+14.8f} "
-                  f"{c['abs_diff']:>9.2e} {c['dloss_dlogp_max_diff']:>9.2e} {c['frac_tokens_outside_clip']:>8.2f}"
-                  f"  {'PASS' if c['pass'] else 'FAIL'}")
+            print(
+                f"  {c['loss_type']:<9} {c['old']:<10} {c['loss_trl']:>+14.8f} {c['loss_ours']:>+14.8f} "
+                f"{c['abs_diff']:>9.2e} {c['dloss_dlogp_max_diff']:>9.2e} {c['frac_tokens_outside_clip']:>8.2f}"
+                f"  {'PASS' if c['pass'] else 'FAIL'}"
+            )
         wr = loss["logp_worst_row_vs_fp64"]
-        print(f"  worst logp row {wr['row']} (TRL left-pads it by {wr['left_padded_by_trl']}): max |err| vs float64 "
-              f"TRL {wr['max_abs_err_trl_vs_fp64']:.2e}, ours {wr['max_abs_err_ours_vs_fp64']:.2e}")
+        print(
+            f"  worst logp row {wr['row']} (TRL left-pads it by {wr['left_padded_by_trl']}): max |err| vs float64 "
+            f"TRL {wr['max_abs_err_trl_vs_fp64']:.2e}, ours {wr['max_abs_err_ours_vs_fp64']:.2e}"
+        )
         pg = loss["param_grad"]
-        print(f"  LoRA grads ({pg['case']}): max |g| {pg['max_abs_grad']:.3e}, max |diff| {pg['max_abs_diff']:.2e} "
-              f"(rel {pg['rel_diff']:.2e}, worst {pg['worst_param']})")
-    print(f"\n{'fw':<5} {'round':>5} {'step':>4} {'step_s':>8} {'rollout_s':>9} {'update_s':>8} {'other_s':>7} "
-          f"{'tokens':>6} {'tok/s':>6} {'reward':>7} {'rss_MB':>7}")
+        print(
+            f"  LoRA grads ({pg['case']}): max |g| {pg['max_abs_grad']:.3e}, max |diff| {pg['max_abs_diff']:.2e} "
+            f"(rel {pg['rel_diff']:.2e}, worst {pg['worst_param']})"
+        )
+    print(
+        f"\n{'fw':<5} {'round':>5} {'step':>4} {'step_s':>8} {'rollout_s':>9} {'update_s':>8} {'other_s':>7} "
+        f"{'tokens':>6} {'tok/s':>6} {'reward':>7} {'rss_MB':>7}"
+    )
     for r in runs:
         for s in r["steps"]:
             other = s["step_s"] - s["rollout_s"] - s["update_s"]
-            print(f"{r['phase']:<5} {r['round']:>5} {s['step']:>4} {s['step_s']:>8.2f} {s['rollout_s']:>9.2f} "
-                  f"{s['update_s']:>8.2f} {other:>7.2f} {s['completion_tokens']:>6} "
-                  f"{s['completion_tokens'] / s['rollout_s']:>6.1f} {s['reward_mean']:>7.3f} {r['peak_rss_mb']:>7.0f}")
-    print(f"\n{'median':<8} {'step_s':>8} {'rollout_s':>9} {'update_s':>8} {'tok/s':>7} {'peak_MB':>8} {'reward':>7}")
+            print(
+                f"{r['phase']:<5} {r['round']:>5} {s['step']:>4} {s['step_s']:>8.2f} {s['rollout_s']:>9.2f} "
+                f"{s['update_s']:>8.2f} {other:>7.2f} {s['completion_tokens']:>6} "
+                f"{s['completion_tokens'] / s['rollout_s']:>6.1f} {s['reward_mean']:>7.3f} {r['peak_rss_mb']:>7.0f}"
+            )
+    print(
+        f"\n{'median':<8} {'step_s':>8} {'rollout_s':>9} {'update_s':>8} {'tok/s':>7} {'peak_MB':>8} {'reward':>7}"
+    )
     for fw in ("ours", "trl"):
         s = summary[fw]
-        print(f"{fw:<8} {s['median_step_s']:>8.2f} {s['median_rollout_s']:>9.2f} {s['median_update_s']:>8.2f} "
-              f"{s['tokens_per_s']:>7.1f} {s['peak_rss_mb']:>8.0f} {s['reward_mean']:>7.3f}")
+        print(
+            f"{fw:<8} {s['median_step_s']:>8.2f} {s['median_rollout_s']:>9.2f} {s['median_update_s']:>8.2f} "
+            f"{s['tokens_per_s']:>7.1f} {s['peak_rss_mb']:>8.0f} {s['reward_mean']:>7.3f}"
+        )
     rr = summary["ratio_ours_over_trl"]
-    print(f"{'ours/TRL':<8} {rr['step_s']:>8.3f} {rr['rollout_s']:>9.3f} {rr['update_s']:>8.3f} "
-          f"{rr['tokens_per_s']:>7.2f} {rr['peak_rss']:>8.2f}")
+    print(
+        f"{'ours/TRL':<8} {rr['step_s']:>8.3f} {rr['rollout_s']:>9.3f} {rr['update_s']:>8.3f} "
+        f"{rr['tokens_per_s']:>7.2f} {rr['peak_rss']:>8.2f}"
+    )
     if "step_s_warm" in rr:
         print(f"step ratio without each run's first step: {rr['step_s_warm']:.3f}")
     verdict = "MET" if summary["goal_step_ratio_le_0_5"] else "NOT MET"
@@ -590,22 +802,50 @@ def run_all(a: argparse.Namespace) -> int:
     print_report(loss, runs, summary)
     check = next((r["prompt_token_check"] for r in runs if r["phase"] == "trl"), None)
     if check and check["mismatched"]:
-        print(f"WARNING: TRL's prompt tokens differ from ours on {len(check['mismatched'])} prompts: "
-              f"{check['mismatched'][:3]}")
+        print(
+            f"WARNING: TRL's prompt tokens differ from ours on {len(check['mismatched'])} prompts: "
+            f"{check['mismatched'][:3]}"
+        )
     elif check:
         print(f"prompt token ids: TRL's tokenisation equals render_prompt on all {check['prompts']} prompts")
     report = {
-        "command": " ".join([Path(sys.executable).name, *sys.argv]), "started": started,
-        "settings": {"model": MODEL, "lora": LORA, "g": a.g, "prompts_per_step": a.prompts_per_step,
-                     "completions_per_step": a.g * a.prompts_per_step, "steps": a.steps, "rounds": a.rounds,
-                     "max_completion_length": a.max_completion_length, "learning_rate": a.lr, "seed": a.seed,
-                     "loss_type": "grpo", "scale_rewards": "group", "beta": 0.0, "num_iterations": 1,
-                     "temperature": 1.0, "top_p": 1.0, "dtype": "float32",
-                     "trl_gradient_checkpointing": bool(a.trl_gradient_checkpointing)},
-        "machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(), "platform": platform.platform(),
-                    "loadavg_before": load_before, "loadavg_after": os.getloadavg()},
-        "versions": {"torch": torch.__version__, "transformers": transformers.__version__, "trl": trl.__version__},
-        "loss_check": loss, "runs": runs, "summary": summary,
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "started": started,
+        "settings": {
+            "model": MODEL,
+            "lora": LORA,
+            "g": a.g,
+            "prompts_per_step": a.prompts_per_step,
+            "completions_per_step": a.g * a.prompts_per_step,
+            "steps": a.steps,
+            "rounds": a.rounds,
+            "max_completion_length": a.max_completion_length,
+            "learning_rate": a.lr,
+            "seed": a.seed,
+            "loss_type": "grpo",
+            "scale_rewards": "group",
+            "beta": 0.0,
+            "num_iterations": 1,
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "dtype": "float32",
+            "trl_gradient_checkpointing": bool(a.trl_gradient_checkpointing),
+        },
+        "machine": {
+            "cpus": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "platform": platform.platform(),
+            "loadavg_before": load_before,
+            "loadavg_after": os.getloadavg(),
+        },
+        "versions": {
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "trl": trl.__version__,
+        },
+        "loss_check": loss,
+        "runs": runs,
+        "summary": summary,
     }
     out = Path(a.out)
     if not out.is_absolute():
@@ -629,18 +869,38 @@ def main() -> int:
     p.add_argument("--lr", type=float, default=2e-5, help="learning rate, both sides (our Config default)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tol", type=float, default=1e-5, help="loss check: max |loss_TRL - loss_ours|")
-    p.add_argument("--check-g", type=int, default=4,
-                   help="loss check: completions per prompt (2 prompts x this; TRL's retained graph takes ~1.5 GB "
-                        "a row at these ~400-token prompts)")
-    p.add_argument("--trl-gradient-checkpointing", action="store_true",
-                   help="TRL with gradient checkpointing (GRPOConfig's default; off by default here)")
+    p.add_argument(
+        "--check-g",
+        type=int,
+        default=4,
+        help="loss check: completions per prompt (2 prompts x this; TRL's retained graph takes ~1.5 GB "
+        "a row at these ~400-token prompts)",
+    )
+    p.add_argument(
+        "--trl-gradient-checkpointing",
+        action="store_true",
+        help="TRL with gradient checkpointing (GRPOConfig's default; off by default here)",
+    )
     p.add_argument("--skip-loss-check", action="store_true")
     p.add_argument("--out", default="docs/grpo_vs_trl.json")
-    p.add_argument("--phase", choices=("all", "ours", "trl", "loss-check"), default="all",
-                   help="internal: the parent runs each phase in a fresh subprocess")
+    p.add_argument(
+        "--phase",
+        choices=("all", "ours", "trl", "loss-check"),
+        default="all",
+        help="internal: the parent runs each phase in a fresh subprocess",
+    )
     a = p.parse_args()
-    if a.g < 2 or a.check_g < 2 or a.steps < 1 or a.rounds < 1 or a.prompts_per_step < 1 or a.max_completion_length < 1:
-        p.error("need --g, --check-g >= 2 and --steps, --rounds, --prompts-per-step, --max-completion-length >= 1")
+    if (
+        a.g < 2
+        or a.check_g < 2
+        or a.steps < 1
+        or a.rounds < 1
+        or a.prompts_per_step < 1
+        or a.max_completion_length < 1
+    ):
+        p.error(
+            "need --g, --check-g >= 2 and --steps, --rounds, --prompts-per-step, --max-completion-length >= 1"
+        )
     if a.phase == "ours":
         run_ours(a)
     elif a.phase == "trl":

@@ -58,8 +58,12 @@ def pause_once(db, run_id: int) -> tuple[float, str]:
 
 def summary(xs: list[float]) -> dict[str, float]:
     xs = sorted(xs)
-    return {"n": len(xs), "p50_s": round(statistics.median(xs), 3),
-            "p95_s": round(xs[min(len(xs) - 1, int(round(0.95 * (len(xs) - 1))))], 3), "max_s": round(xs[-1], 3)}
+    return {
+        "n": len(xs),
+        "p50_s": round(statistics.median(xs), 3),
+        "p95_s": round(xs[min(len(xs) - 1, int(round(0.95 * (len(xs) - 1))))], 3),
+        "max_s": round(xs[-1], 3),
+    }
 
 
 def phases_bench(args: argparse.Namespace) -> dict:
@@ -68,8 +72,14 @@ def phases_bench(args: argparse.Namespace) -> dict:
 
     tmp = Path(tempfile.mkdtemp(prefix="wb-pause-bench-"))
     cfg = load_config(DEMO)
-    config = {**cfg.to_dict(), "sft_steps": args.sft_steps, "max_steps": args.steps, "eval_max_tasks": args.eval_tasks,
-              "eval_interval": args.steps, "output_dir": str(tmp / "runs")}
+    config = {
+        **cfg.to_dict(),
+        "sft_steps": args.sft_steps,
+        "max_steps": args.steps,
+        "eval_max_tasks": args.eval_tasks,
+        "eval_interval": args.steps,
+        "output_dir": str(tmp / "runs"),
+    }
     db = store.open_db(tmp / "bench.db")
     run_id = store.runs.create_run(db, name="pause-bench", model=cfg.model, config=config)
     proc = start_worker(str(tmp / "bench.db"), run_id)
@@ -99,9 +109,15 @@ def phases_bench(args: argparse.Namespace) -> dict:
     finally:
         proc.kill()
         proc.wait()
-    return {"date": time.strftime("%Y-%m-%d"), "config": {k: config[k] for k in ("sft_steps", "max_steps", "eval_max_tasks")},
-            "phases": {p: {**summary([x for x, _ in v]), "paused_at": sorted({w for _, w in v})}
-                       for p, v in got.items() if v}}
+    return {
+        "date": time.strftime("%Y-%m-%d"),
+        "config": {k: config[k] for k in ("sft_steps", "max_steps", "eval_max_tasks")},
+        "phases": {
+            p: {**summary([x for x, _ in v]), "paused_at": sorted({w for _, w in v})}
+            for p, v in got.items()
+            if v
+        },
+    }
 
 
 def one_pause(args: argparse.Namespace) -> None:
@@ -126,8 +142,10 @@ def main() -> None:
         return
     out = phases_bench(args)
     for p, s in out["phases"].items():
-        print(f"{p:8s} n={s['n']}  p50 {s['p50_s']:.3f} s  p95 {s['p95_s']:.3f} s  max {s['max_s']:.3f} s  "
-              f"(at {', '.join(s['paused_at'])})")
+        print(
+            f"{p:8s} n={s['n']}  p50 {s['p50_s']:.3f} s  p95 {s['p95_s']:.3f} s  max {s['max_s']:.3f} s  "
+            f"(at {', '.join(s['paused_at'])})"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
 

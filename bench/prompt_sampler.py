@@ -38,8 +38,9 @@ def arm(work: Path, sft_db: Path, sampler: str, steps: int, common: dict) -> dic
     db_path = work / f"{sampler}.db"
     shutil.copy(sft_db, db_path)
     db = store.open_db(db_path)
-    cfg = demo_cfg(**common, prompt_sampler=sampler, max_steps=steps, eval_interval=steps,
-                   output_dir=str(work / sampler))
+    cfg = demo_cfg(
+        **common, prompt_sampler=sampler, max_steps=steps, eval_interval=steps, output_dir=str(work / sampler)
+    )
     t0 = time.perf_counter()
     t = Trainer(cfg, db, run_id=1, log=lambda m: print(f"[{sampler}] {m}", flush=True))
     assert t.resume() == 0, "expected to resume from the SFT checkpoint"
@@ -48,13 +49,19 @@ def arm(work: Path, sft_db: Path, sampler: str, steps: int, common: dict) -> dic
     steps_m = [s["metrics"] for s in store.metrics.steps_since(db, 1)]
     g = cfg.num_generations_per_prompt
     out = {
-        "sampler": sampler, "wall_s": round(wall, 1),
+        "sampler": sampler,
+        "wall_s": round(wall, 1),
         "zero_spread_generations": sum(m["sampler/zero_spread_generations"] for m in steps_m),
-        "generations": sum(g * (cfg.prompts_per_step + m.get("dynamic_sampling/extra_groups", 0)) for m in steps_m),
+        "generations": sum(
+            g * (cfg.prompts_per_step + m.get("dynamic_sampling/extra_groups", 0)) for m in steps_m
+        ),
         "groups_kept_per_step": [m["groups_kept"] for m in steps_m],
         "reward_per_step": [round(m["reward"], 3) for m in steps_m],
-        "final_validation_success": next(e["metrics"]["success_rate"] for e in reversed(
-            store.metrics.list_evals(db, 1, mode="greedy")) if (e["tasks"] or {}).get("split") != "test"),
+        "final_validation_success": next(
+            e["metrics"]["success_rate"]
+            for e in reversed(store.metrics.list_evals(db, 1, mode="greedy"))
+            if (e["tasks"] or {}).get("split") != "test"
+        ),
     }
     db.conn.close()
     return out
@@ -72,17 +79,26 @@ def main() -> None:
     sft_db = work / "sft.db"
     t0 = time.perf_counter()
     db = store.open_db(sft_db)
-    sft = Trainer(demo_cfg(**common, max_steps=0, output_dir=str(work / "sft")), db,
-                  log=lambda m: print(f"[sft] {m}", flush=True))
+    sft = Trainer(
+        demo_cfg(**common, max_steps=0, output_dir=str(work / "sft")),
+        db,
+        log=lambda m: print(f"[sft] {m}", flush=True),
+    )
     sft.run()
     db.conn.close()
     sft_s = time.perf_counter() - t0
     arms = [arm(work, sft_db, s, args.steps, common) for s in ("uniform", "spread")]
     u, s = arms
-    result = {"args": vars(args), "sft_s": round(sft_s, 1), "arms": arms,
-              "zero_spread_generations_ratio_spread_over_uniform":
-                  round(s["zero_spread_generations"] / u["zero_spread_generations"], 3)
-                  if u["zero_spread_generations"] else None}
+    result = {
+        "args": vars(args),
+        "sft_s": round(sft_s, 1),
+        "arms": arms,
+        "zero_spread_generations_ratio_spread_over_uniform": round(
+            s["zero_spread_generations"] / u["zero_spread_generations"], 3
+        )
+        if u["zero_spread_generations"]
+        else None,
+    }
     print(json.dumps(result, indent=1))
     Path(args.out).write_text(json.dumps(result, indent=1))
 

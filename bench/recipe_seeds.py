@@ -26,7 +26,11 @@ SKILLS_12H = "time_12h"  # by_skill key of "12-hour times"
 
 def seeded_config(text: str, seed: int, db_dir: Path) -> Path:
     """The config with its seed, name and output folder replaced (keys at the top level of the YAML)."""
-    for key, value in (("seed", str(seed)), ("name", f"recipe-seed{seed}"), ("output_dir", str(db_dir / f"runs{seed}"))):
+    for key, value in (
+        ("seed", str(seed)),
+        ("name", f"recipe-seed{seed}"),
+        ("output_dir", str(db_dir / f"runs{seed}")),
+    ):
         line = f"{key}: {value}"
         text, n = re.subn(rf"^{key}:.*$", line, text, flags=re.M)
         if not n:
@@ -39,10 +43,12 @@ def seeded_config(text: str, seed: int, db_dir: Path) -> Path:
 def _by_kind(rows: list[dict[str, Any]], split: str) -> dict[str, dict[str, Any]]:
     """base, sft, promoted and last checkpoint rows of one split."""
     mine = [r for r in rows if r["split"] == split]
-    out = {"base": next((r for r in mine if r["kind"] == "base"), None),
-           "sft": next((r for r in mine if r["kind"] == "sft"), None),
-           "last": mine[-1] if mine else None,
-           "promoted": next((r for r in mine if r["promoted"]), None)}
+    out = {
+        "base": next((r for r in mine if r["kind"] == "base"), None),
+        "sft": next((r for r in mine if r["kind"] == "sft"), None),
+        "last": mine[-1] if mine else None,
+        "promoted": next((r for r in mine if r["promoted"]), None),
+    }
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -86,16 +92,27 @@ def multi_turn(db: str, run_id: int, model: str) -> dict[str, float]:
         if label == "base" and model in _BASE_MULTI_TURN:
             out[label] = _BASE_MULTI_TURN[model]
             continue
-        policy = load_policy(cfg.model, adapter="lora", adapter_path=str(Path(ck.path) / "adapter") if ck else None)
-        res = evaluate(local_engine(policy), policy.tokenizer, env_for_config(cfg), tasks, max_new_tokens=64,
-                       samples=0, stop_token_ids=policy.eos_token_ids)
+        policy = load_policy(
+            cfg.model, adapter="lora", adapter_path=str(Path(ck.path) / "adapter") if ck else None
+        )
+        res = evaluate(
+            local_engine(policy),
+            policy.tokenizer,
+            env_for_config(cfg),
+            tasks,
+            max_new_tokens=64,
+            samples=0,
+            stop_token_ids=policy.eos_token_ids,
+        )
         out[label] = res.metrics["success_rate"]
         if label == "base":
             _BASE_MULTI_TURN[model] = out[label]
     return out
 
 
-def pooled(rows_by_seed: list[list[dict[str, Any]]], split: str, later: str = "last") -> dict[str, Any] | None:
+def pooled(
+    rows_by_seed: list[list[dict[str, Any]]], split: str, later: str = "last"
+) -> dict[str, Any] | None:
     """GRPO (`later`: its last or promoted checkpoint) minus SFT-only on `split`, each task's outcome averaged
     over the seeds first, then paired over tasks (and over phrasing templates). Several seeds give a tighter
     estimate of the recipe's gain than any one seed's CI; it is still a CI over tasks, not over seeds. None
@@ -118,8 +135,14 @@ def pooled(rows_by_seed: list[list[dict[str, Any]]], split: str, later: str = "l
     diff = paired_difference(mean(cand), mean(ref), clusters=clusters or None)
     if diff is None:
         return None
-    return {"seeds": len(rows_by_seed), "later": later, "delta": diff.delta, "ci": [diff.ci_low, diff.ci_high],
-            "cluster_ci": list(diff.cluster_ci) if diff.cluster_ci else None, "n_tasks": diff.n_tasks}
+    return {
+        "seeds": len(rows_by_seed),
+        "later": later,
+        "delta": diff.delta,
+        "ci": [diff.ci_low, diff.ci_high],
+        "cluster_ci": list(diff.cluster_ci) if diff.cluster_ci else None,
+        "n_tasks": diff.n_tasks,
+    }
 
 
 def main() -> int:
@@ -128,7 +151,9 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--out", default="docs/recipe_seeds.json")
     ap.add_argument("--work", default=None, help="folder for the stores (default: a temporary one)")
-    ap.add_argument("--summarize-only", action="store_true", help="read the runs already in --work, train nothing")
+    ap.add_argument(
+        "--summarize-only", action="store_true", help="read the runs already in --work, train nothing"
+    )
     args = ap.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="recipe_seeds_"))
     work.mkdir(parents=True, exist_ok=True)
@@ -145,18 +170,32 @@ def main() -> int:
             rc, wall = measured.get(seed, (None, _stored_wall(db)))
         else:
             t0 = time.perf_counter()
-            rc = subprocess.run([sys.executable, "-m", "workbench.cli", "train", str(cfg_path), "--db", db]).returncode
+            rc = subprocess.run(
+                [sys.executable, "-m", "workbench.cli", "train", str(cfg_path), "--db", db]
+            ).returncode
             wall = time.perf_counter() - t0
-        rows = json.loads(subprocess.run([sys.executable, "-m", "workbench.cli", "report", "--db", db, "--run", "1",
-                                          "--json"], capture_output=True, text=True, check=True).stdout)
+        rows = json.loads(
+            subprocess.run(
+                [sys.executable, "-m", "workbench.cli", "report", "--db", db, "--run", "1", "--json"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
         all_rows.append(rows)
         entry: dict[str, Any] = {"seed": seed, "rc": rc, "wall_s": round(wall, 1), "db": db}
         for split in ("validation", "test"):
-            entry[split] = {k: {"label": r["label"], "success": r["success_rate"],
-                                "ci": [r.get("success_ci_low"), r.get("success_ci_high")],
-                                "unsafe": r.get("unsafe_rate"), "12h": _skill(r, SKILLS_12H),
-                                "vs_sft": r.get("vs_sft")}
-                            for k, r in _by_kind(rows, split).items()}
+            entry[split] = {
+                k: {
+                    "label": r["label"],
+                    "success": r["success_rate"],
+                    "ci": [r.get("success_ci_low"), r.get("success_ci_high")],
+                    "unsafe": r.get("unsafe_rate"),
+                    "12h": _skill(r, SKILLS_12H),
+                    "vs_sft": r.get("vs_sft"),
+                }
+                for k, r in _by_kind(rows, split).items()
+            }
         try:
             entry["multi_turn"] = multi_turn(db, 1, model.group(1) if model else "smollm2-135m")
         except Exception as exc:  # noqa: BLE001 - the seed's training numbers are kept whatever this does
@@ -164,32 +203,46 @@ def main() -> int:
         results.append(entry)
         print(json.dumps(entry), flush=True)
     pooled_all = {split: pooled(all_rows, split) for split in ("validation", "test")}
-    Path(args.out).write_text(json.dumps({"config": args.config, "seeds": results, "pooled_grpo_minus_sft": pooled_all},
-                                         indent=2) + "\n")
+    Path(args.out).write_text(
+        json.dumps({"config": args.config, "seeds": results, "pooled_grpo_minus_sft": pooled_all}, indent=2)
+        + "\n"
+    )
     print_table(results)
     for split, d in pooled_all.items():
         if d:
-            cl = f", over templates [{d['cluster_ci'][0]:+.3f}, {d['cluster_ci'][1]:+.3f}]" if d["cluster_ci"] else ""
-            print(f"{split}: GRPO ({d['later']}) − SFT-only, each task averaged over {d['seeds']} seeds: {d['delta']:+.3f} "
-                  f"[{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}] over tasks{cl}")
+            cl = (
+                f", over templates [{d['cluster_ci'][0]:+.3f}, {d['cluster_ci'][1]:+.3f}]"
+                if d["cluster_ci"]
+                else ""
+            )
+            print(
+                f"{split}: GRPO ({d['later']}) − SFT-only, each task averaged over {d['seeds']} seeds: "
+                f"{d['delta']:+.3f} "
+                f"[{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}] over tasks{cl}"
+            )
     return 0
 
 
 def print_table(results: list[dict[str, Any]]) -> None:
     """Markdown: test-split success per seed (base, SFT-only, GRPO's last checkpoint, the promoted one)."""
+
     def cell(d: dict[str, Any] | None) -> str:
         return f"{d['delta']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]" if d else "-"
 
-    print("| seed | wall | base | SFT-only | GRPO (last) | GRPO − SFT, paired | promoted: success / 12-hour / unsafe |"
-          " multi-turn base / SFT / GRPO |")
+    print(
+        "| seed | wall | base | SFT-only | GRPO (last) | GRPO − SFT, paired | promoted: success / 12-hour / unsafe |"
+        " multi-turn base / SFT / GRPO |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for e in results:
         t, mt = e["test"], e["multi_turn"]
         dep = t.get("promoted") or {}
-        print(f"| {e['seed']} | {e['wall_s'] / 60:.1f} min | {t['base']['success']:.3f} | {t['sft']['success']:.3f} | "
-              f"{t['last']['success']:.3f} | {cell(t['last'].get('vs_sft'))} | {dep.get('label', 'none')}: "
-              f"{dep.get('success', float('nan')):.3f} / {dep.get('12h')} / {dep.get('unsafe')} | "
-              f"{mt.get('base', '-')} / {mt.get('sft', '-')} / {mt.get('last', '-')} |")
+        print(
+            f"| {e['seed']} | {e['wall_s'] / 60:.1f} min | {t['base']['success']:.3f} | {t['sft']['success']:.3f} | "
+            f"{t['last']['success']:.3f} | {cell(t['last'].get('vs_sft'))} | {dep.get('label', 'none')}: "
+            f"{dep.get('success', float('nan')):.3f} / {dep.get('12h')} / {dep.get('unsafe')} | "
+            f"{mt.get('base', '-')} / {mt.get('sft', '-')} / {mt.get('last', '-')} |"
+        )
     for key in ("sft", "last", "promoted"):
         xs = [e["test"][key]["success"] for e in results if key in e["test"]]
         if xs:

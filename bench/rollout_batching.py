@@ -48,8 +48,15 @@ def main() -> None:
     args = ap.parse_args()
     cfg = load_config(DEMO)
     k = args.prompts or cfg.prompts_per_step
-    policy = load_policy(cfg.model, adapter=cfg.adapter, lora_r=cfg.lora.r, lora_alpha=cfg.lora.alpha,
-                         target_modules=cfg.lora.target_modules, dtype=cfg.dtype, seed=cfg.seed)
+    policy = load_policy(
+        cfg.model,
+        adapter=cfg.adapter,
+        lora_r=cfg.lora.r,
+        lora_alpha=cfg.lora.alpha,
+        target_modules=cfg.lora.target_modules,
+        dtype=cfg.dtype,
+        seed=cfg.seed,
+    )
     env = env_for_config(cfg)
     train = load_task_source(cfg.tasks, "train")
     engine = HFEngine(policy)
@@ -67,15 +74,26 @@ def main() -> None:
 
         def per_group(tasks: list = tasks, rnd: int = rnd) -> float:
             t = time.perf_counter()
-            groups = [run_rollouts(engine, policy.tokenizer, env, [task], G, sampling, seed=rnd * 100 + g, **kw)[0]
-                      for g, task in enumerate(tasks)]
+            groups = [
+                run_rollouts(engine, policy.tokenizer, env, [task], G, sampling, seed=rnd * 100 + g, **kw)[0]
+                for g, task in enumerate(tasks)
+            ]
             return tokens(groups) / (time.perf_counter() - t)
 
         def together(tasks: list = tasks, rnd: int = rnd) -> float:
             t = time.perf_counter()
             with layer_safe_points(policy.model, point):
-                groups = run_rollouts(engine, policy.tokenizer, env, tasks, G, sampling, seed=rnd * 100,
-                                      on_tokens=lambda n: point(), **kw)
+                groups = run_rollouts(
+                    engine,
+                    policy.tokenizer,
+                    env,
+                    tasks,
+                    G,
+                    sampling,
+                    seed=rnd * 100,
+                    on_tokens=lambda n: point(),
+                    **kw,
+                )
             return tokens(groups) / (time.perf_counter() - t)
 
         order = [("per_group", per_group), ("together", together)]
@@ -86,14 +104,21 @@ def main() -> None:
                 print(f"round {rnd}: {name:9s} {tps:6.1f} tok/s", flush=True)
     med = {k: statistics.median(v) for k, v in result.items()}
     out = {
-        "date": time.strftime("%Y-%m-%d"), "torch_threads": torch.get_num_threads(), "prompts": k, "G": G,
-        "max_new_tokens": sampling.max_new_tokens, "rounds": args.rounds,
+        "date": time.strftime("%Y-%m-%d"),
+        "torch_threads": torch.get_num_threads(),
+        "prompts": k,
+        "G": G,
+        "max_new_tokens": sampling.max_new_tokens,
+        "rounds": args.rounds,
         "tokens_per_s": {k: [round(x, 1) for x in v] for k, v in result.items()},
         "median_tokens_per_s": {k: round(v, 1) for k, v in med.items()},
-        "ratio": round(med["together"] / med["per_group"], 2), "safe_point_calls": calls[0],
+        "ratio": round(med["together"] / med["per_group"], 2),
+        "safe_point_calls": calls[0],
     }
-    print(f"median: a group at a time {med['per_group']:.1f} tok/s, the step's {k} groups together "
-          f"{med['together']:.1f} tok/s: {out['ratio']:.2f}x")
+    print(
+        f"median: a group at a time {med['per_group']:.1f} tok/s, the step's {k} groups together "
+        f"{med['together']:.1f} tok/s: {out['ratio']:.2f}x"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
 

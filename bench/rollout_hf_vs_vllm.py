@@ -26,8 +26,16 @@ from workbench.trainer import Trainer
 def run(mode: str, steps: int, tmp: Path) -> dict:
     rollout, _, sync = mode.partition("-")
     cfg = load_config(demo_config_path())
-    cfg = dataclasses.replace(cfg, rollout=rollout, vllm_sync=sync or "weights", sft_steps=0, max_steps=steps,
-                              eval_max_tasks=2, eval_interval=1000, output_dir=str(tmp / mode))
+    cfg = dataclasses.replace(
+        cfg,
+        rollout=rollout,
+        vllm_sync=sync or "weights",
+        sft_steps=0,
+        max_steps=steps,
+        eval_max_tasks=2,
+        eval_interval=1000,
+        output_dir=str(tmp / mode),
+    )
     db = store.open_db(tmp / f"{mode}.db")
     t0 = time.perf_counter()
     trainer = Trainer(cfg, db)
@@ -38,8 +46,16 @@ def run(mode: str, steps: int, tmp: Path) -> dict:
         m["sync_s"] = getattr(trainer.engine, "last_sync_s", 0.0)
         rows.append(m)
     trainer.engine.close()
-    keys = ("step_time_s", "rollout_time_s", "update_time_s", "tokens_per_s", "sync_s", "mismatch_kl", "is_ratio/mean",
-            "reward")
+    keys = (
+        "step_time_s",
+        "rollout_time_s",
+        "update_time_s",
+        "tokens_per_s",
+        "sync_s",
+        "mismatch_kl",
+        "is_ratio/mean",
+        "reward",
+    )
     out = {"mode": mode, "setup_s": setup_s, "steps": steps}
     for k in keys:
         vals = [r[k] for r in rows if k in r]

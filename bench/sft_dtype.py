@@ -40,17 +40,28 @@ def main() -> int:
     args = ap.parse_args()
     cfg = load_config(args.config)
     env = env_for_config(cfg)
-    sft_tasks, _ = stage_tasks(load_task_source(cfg.tasks, "train"), cfg.grpo_holdout, cfg.grpo_skills,
-                               cfg.sft_skill_weights)
+    sft_tasks, _ = stage_tasks(
+        load_task_source(cfg.tasks, "train"), cfg.grpo_holdout, cfg.grpo_skills, cfg.sft_skill_weights
+    )
     examples = env_sft_examples(env, sft_tasks)
     rng = random.Random(cfg.seed)
     batches = [rng.sample(examples, cfg.sft_batch_size) for _ in range(args.steps)]
     runs = {}
     # variant -> (base weights' dtype, autocast dtype)
-    for name, (dtype, mixed) in {"float32": ("float32", None), "bfloat16_weights": ("bfloat16", None),
-                                 "bfloat16_autocast": ("float32", torch.bfloat16)}.items():
-        policy = load_policy(cfg.model, adapter="lora", lora_r=cfg.lora.r, lora_alpha=cfg.lora.alpha,
-                             target_modules=cfg.lora.target_modules, dtype=dtype, seed=cfg.seed)
+    for name, (dtype, mixed) in {
+        "float32": ("float32", None),
+        "bfloat16_weights": ("bfloat16", None),
+        "bfloat16_autocast": ("float32", torch.bfloat16),
+    }.items():
+        policy = load_policy(
+            cfg.model,
+            adapter="lora",
+            lora_r=cfg.lora.r,
+            lora_alpha=cfg.lora.alpha,
+            target_modules=cfg.lora.target_modules,
+            dtype=dtype,
+            seed=cfg.seed,
+        )
         opt = torch.optim.AdamW(policy.trainable_parameters(), lr=cfg.sft_learning_rate, weight_decay=0.0)
         runs[name] = {"policy": policy, "opt": opt, "autocast": mixed, "secs": [], "losses": []}
     for batch in batches:
@@ -59,14 +70,23 @@ def main() -> int:
             loss = sft_step(r["policy"], r["opt"], batch, prefill=env.harness.prefill, autocast=r["autocast"])
             r["secs"].append(time.perf_counter() - t0)
             r["losses"].append(loss)
-    out = {"threads": torch.get_num_threads(), "batch": cfg.sft_batch_size, "steps": args.steps,
-           "torch": torch.__version__}
+    out = {
+        "threads": torch.get_num_threads(),
+        "batch": cfg.sft_batch_size,
+        "steps": args.steps,
+        "torch": torch.__version__,
+    }
     for name, r in runs.items():
         timed = r["secs"][1:]
-        out[name] = {"step_s_median": round(statistics.median(timed), 3), "step_s": [round(s, 3) for s in timed],
-                      "losses": [round(v, 5) for v in r["losses"]]}
+        out[name] = {
+            "step_s_median": round(statistics.median(timed), 3),
+            "step_s": [round(s, 3) for s in timed],
+            "losses": [round(v, 5) for v in r["losses"]],
+        }
     for name in ("bfloat16_weights", "bfloat16_autocast"):
-        out[f"speed_ratio_float32_over_{name}"] = round(out["float32"]["step_s_median"] / out[name]["step_s_median"], 3)
+        out[f"speed_ratio_float32_over_{name}"] = round(
+            out["float32"]["step_s_median"] / out[name]["step_s_median"], 3
+        )
     print(json.dumps(out, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")

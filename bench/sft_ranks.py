@@ -25,7 +25,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-MODELS = {"tiny (hidden 32, the test fixture)": {}, "small (hidden 256)": {"hidden_size": 256, "num_heads": 4}}
+MODELS = {
+    "tiny (hidden 32, the test fixture)": {},
+    "small (hidden 256)": {"hidden_size": 256, "num_heads": 4},
+}
 LAYOUTS = [("1 process", 1, 1), ("1 process", 1, 2), ("2 ranks", 2, 1)]  # name, ranks, threads per rank
 
 
@@ -60,8 +63,16 @@ def _rank(rank: int, world: int, port: int, threads: int, model_dir: str, args: 
 
     barrier()
     t0 = time.perf_counter()
-    run_sft(policy, examples, args.steps + 1, batch_size=args.batch, seed=0, prefill=env.harness.prefill,
-            on_step=on_step, sync=sync)
+    run_sft(
+        policy,
+        examples,
+        args.steps + 1,
+        batch_size=args.batch,
+        seed=0,
+        prefill=env.harness.prefill,
+        on_step=on_step,
+        sync=sync,
+    )
     steps = [b - a for a, b in zip([t0, *stamps], stamps, strict=False)][1:]
 
     tasks = load_task_source(cfg.held_out_eval, "held_out")[: args.eval_tasks]
@@ -69,8 +80,15 @@ def _rank(rank: int, world: int, port: int, threads: int, model_dir: str, args: 
     engine = local_engine(policy, "hf")
     barrier()
     t1 = time.perf_counter()
-    res = evaluate(engine, policy.tokenizer, env, tasks[first:stop], max_new_tokens=args.new_tokens,
-                   stop_token_ids=policy.eos_token_ids, seed=17 + first)
+    res = evaluate(
+        engine,
+        policy.tokenizer,
+        env,
+        tasks[first:stop],
+        max_new_tokens=args.new_tokens,
+        stop_token_ids=policy.eos_token_ids,
+        seed=17 + first,
+    )
     if world > 1:
         parts: list[Any] = [None] * world
         dist.all_gather_object(parts, len(res.rollouts))
@@ -79,8 +97,11 @@ def _rank(rank: int, world: int, port: int, threads: int, model_dir: str, args: 
         n = len(res.rollouts)
     eval_s = time.perf_counter() - t1
     if rank == 0:
-        Path(out).write_text(json.dumps({"sft_step_s": steps, "eval_s": eval_s, "eval_tasks": n,
-                                         "eval_tasks_rank0": stop - first}))
+        Path(out).write_text(
+            json.dumps(
+                {"sft_step_s": steps, "eval_s": eval_s, "eval_tasks": n, "eval_tasks_rank0": stop - first}
+            )
+        )
     if world > 1:
         dist.destroy_process_group()
 
@@ -104,19 +125,30 @@ def main() -> None:
             for name, world, threads in LAYOUTS:
                 out = Path(tmp) / "out.json"
                 port = _free_port()
-                procs = [ctx.Process(target=_rank, args=(r, world, port, threads, model_dir, args, str(out)))
-                         for r in range(world)]
+                procs = [
+                    ctx.Process(target=_rank, args=(r, world, port, threads, model_dir, args, str(out)))
+                    for r in range(world)
+                ]
                 for p in procs:
                     p.start()
                 for p in procs:
                     p.join()
                     if p.exitcode != 0:
                         raise SystemExit(f"{model} {name}: a rank exited with {p.exitcode}")
-                r = {"model": model, "layout": name, "ranks": world, "threads": threads, **json.loads(out.read_text())}
+                r = {
+                    "model": model,
+                    "layout": name,
+                    "ranks": world,
+                    "threads": threads,
+                    **json.loads(out.read_text()),
+                }
                 results.append(r)
                 steps = ", ".join(f"{s:.3f}" for s in r["sft_step_s"])
-                print(f"{model:36s} {name:10s} x{threads} thread(s): SFT s/step {steps}; eval {r['eval_s']:.2f} s "
-                      f"({r['eval_tasks']} tasks, rank 0 did {r['eval_tasks_rank0']})", flush=True)
+                print(
+                    f"{model:36s} {name:10s} x{threads} thread(s): SFT s/step {steps}; eval {r['eval_s']:.2f} s "
+                    f"({r['eval_tasks']} tasks, rank 0 did {r['eval_tasks_rank0']})",
+                    flush=True,
+                )
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
 

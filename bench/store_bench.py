@@ -38,8 +38,11 @@ def main() -> None:
         Path(str(path) + suffix).unlink(missing_ok=True)
     db = store.open_db(path)
     run_id = runs.create_run(db, name="bench", model="none", config={})
-    task_ids = list(tasks.add_tasks(db, [{"key": f"b:{i}", "dataset": "b", "split": "train", "prompt": f"p{i}"}
-                                         for i in range(200)]).values())
+    task_ids = list(
+        tasks.add_tasks(
+            db, [{"key": f"b:{i}", "dataset": "b", "split": "train", "prompt": f"p{i}"} for i in range(200)]
+        ).values()
+    )
     rng = random.Random(0)
     pool = [trajectory_row(run_id, 0, 0, 0, rng) for _ in range(256)]  # row variety without generation cost
     size = len(json.dumps(pool[0]))
@@ -52,8 +55,13 @@ def main() -> None:
         batch = []
         for i in range(k):
             row = dict(pool[(done + i) % len(pool)])
-            row.update(step=step, group_idx=i // 8, sample_idx=i % 8, task_id=task_ids[(i // 8) % len(task_ids)],
-                       reward=rng.choice((-1.0, 0.4, 0.6, 0.8, 1.0)))
+            row.update(
+                step=step,
+                group_idx=i // 8,
+                sample_idx=i % 8,
+                task_id=task_ids[(i // 8) % len(task_ids)],
+                reward=rng.choice((-1.0, 0.4, 0.6, 0.8, 1.0)),
+            )
             batch.append(row)
         t0 = time.perf_counter()
         trajectories.insert_trajectories(db, batch)
@@ -79,10 +87,22 @@ def main() -> None:
     for where, cur in positions.items():
         cases.append((f"newest first, {where}", base, cur, "id"))
         mid_step = {"start": last_step, "middle": last_step // 2, "end": 1}[where]
-        cases.append((f"step range, {where}", TrajectoryFilter(run_id=run_id, step_min=mid_step - 1, step_max=mid_step),
-                      None, "id"))
-        cases.append((f"task + reward>=0.8, {where}", TrajectoryFilter(run_id=run_id, task_id=task_ids[3], reward_min=0.8),
-                      cur, "id"))
+        cases.append(
+            (
+                f"step range, {where}",
+                TrajectoryFilter(run_id=run_id, step_min=mid_step - 1, step_max=mid_step),
+                None,
+                "id",
+            )
+        )
+        cases.append(
+            (
+                f"task + reward>=0.8, {where}",
+                TrajectoryFilter(run_id=run_id, task_id=task_ids[3], reward_min=0.8),
+                cur,
+                "id",
+            )
+        )
         rcur = {"start": None, "middle": (0.6, max_id // 2), "end": (-1.0, 100)}[where]
         cases.append((f"sorted by reward, {where}", base, rcur, "reward"))
         cases.append((f"text 'PM', {where}", TrajectoryFilter(run_id=run_id, text="PM"), cur, "id"))
@@ -94,13 +114,22 @@ def main() -> None:
     since = trajectories.trajectories_since(db, run_id, max_id - 64)
     follow_ms = (time.perf_counter() - t) * 1000
     out = {
-        "n": args.n, "batch": args.batch, "row_json_bytes": size, "insert_s": round(insert_s, 1),
-        "inserts_per_s": round(args.n / insert_s), "db_bytes": db_bytes,
-        "follow_64_new_ms": round(follow_ms, 2), "follow_rows": len(since), "pages": results,
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "n": args.n,
+        "batch": args.batch,
+        "row_json_bytes": size,
+        "insert_s": round(insert_s, 1),
+        "inserts_per_s": round(args.n / insert_s),
+        "db_bytes": db_bytes,
+        "follow_64_new_ms": round(follow_ms, 2),
+        "follow_rows": len(since),
+        "pages": results,
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}",
     }
-    print(f"inserted {args.n:,} trajectories ({size} B JSON each) in {insert_s:.1f} s = {args.n / insert_s:,.0f}/s; "
-          f"db {db_bytes / 1e9:.2f} GB")
+    print(
+        f"inserted {args.n:,} trajectories ({size} B JSON each) in {insert_s:.1f} s = {args.n / insert_s:,.0f}/s; "
+        f"db {db_bytes / 1e9:.2f} GB"
+    )
     print(f"follow (64 new rows since id): {follow_ms:.2f} ms")
     print(f"{'page of 50':40} {'median ms':>10} {'max ms':>8} {'rows':>5}")
     for r in results:

@@ -18,8 +18,12 @@ from workbench.types import Task
 
 SEEN_MINUTES = [5, 25, 35, 55, 12, 48, 33, 7]  # all in the train split's minutes
 UNSEEN_MINUTES = [10, 20, 40, 50]  # test's, never in train or validation
-SETS = (("12h_seen", SEEN_MINUTES, 12), ("12h_unseen", UNSEEN_MINUTES, 12), ("24h_seen", SEEN_MINUTES, 24),
-        ("24h_unseen", UNSEEN_MINUTES, 24))
+SETS = (
+    ("12h_seen", SEEN_MINUTES, 12),
+    ("12h_unseen", UNSEEN_MINUTES, 12),
+    ("24h_seen", SEEN_MINUTES, 24),
+    ("24h_unseen", UNSEEN_MINUTES, 24),
+)
 
 
 def probe_sets(n: int = 40, seed: int = 7) -> dict[str, list[Task]]:
@@ -39,8 +43,14 @@ def probe_sets(n: int = 40, seed: int = 7) -> dict[str, list[Task]]:
                 said = f"{h:02d}:{m:02d}"
             who = rng.choice(st.NAMES["train"])
             prompt = template.format(name=who, when=f"on {day}", day=day, time=said)
-            tasks.append(Task(id=f"{name}-{i}", prompt=prompt, expected_tool="calendar.create_event",
-                              expected_args={"attendee": who, "day": day, "time": f"{h:02d}:{m:02d}"}))
+            tasks.append(
+                Task(
+                    id=f"{name}-{i}",
+                    prompt=prompt,
+                    expected_tool="calendar.create_event",
+                    expected_args={"attendee": who, "day": day, "time": f"{h:02d}:{m:02d}"},
+                )
+            )
         out[name] = tasks
     return out
 
@@ -53,7 +63,9 @@ def main() -> int:
     from workbench.rollout.hf_generate import local_engine
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--adapter", action="append", required=True, help="a checkpoint's adapter folder (repeatable)")
+    ap.add_argument(
+        "--adapter", action="append", required=True, help="a checkpoint's adapter folder (repeatable)"
+    )
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--n", type=int, default=40)
     ap.add_argument("--show", action="store_true", help="print every miss")
@@ -67,10 +79,19 @@ def main() -> int:
         cells: list[str] = []
         misses: list[Any] = []
         for tasks in sets.values():
-            res = evaluate(local_engine(policy), policy.tokenizer, env_for_config(cfg), tasks, max_new_tokens=48,
-                           samples=0, stop_token_ids=policy.eos_token_ids)
+            res = evaluate(
+                local_engine(policy),
+                policy.tokenizer,
+                env_for_config(cfg),
+                tasks,
+                max_new_tokens=48,
+                samples=0,
+                stop_token_ids=policy.eos_token_ids,
+            )
             cells.append(f"{res.metrics['success_rate']:.3f}")
-            misses += [(r.task, r.output) for r, f in zip(res.rollouts, res.flags, strict=True) if not f["success"]]
+            misses += [
+                (r.task, r.output) for r, f in zip(res.rollouts, res.flags, strict=True) if not f["success"]
+            ]
         print(f"| {adapter} | " + " | ".join(cells) + " |")
         if args.show:
             for task, output in misses:

@@ -43,7 +43,9 @@ def main() -> None:
     model_dir = str(tiny_model_dir(work) if model_arg == "tiny" else resolve_model(model_arg))
     tok = AutoTokenizer.from_pretrained(model_dir)
     h = Harness()
-    ds = Dataset.from_list([task_columns(t, h, tok) for t in load_task_source("builtin:calendar", "train")[:8]])
+    ds = Dataset.from_list(
+        [task_columns(t, h, tok) for t in load_task_source("builtin:calendar", "train")[:8]]
+    )
     ver, env = get_verifier("tool_call_gated"), SingleTurnEnv(h)
 
     def plain_reward(prompts, completions, **kw):  # the same verifier, no store: the baseline
@@ -58,18 +60,34 @@ def main() -> None:
     plain_reward.__name__ = "workbench"
     res: dict[str, list[float]] = {"with": [], "without": []}
     for rep in range(reps):
-        for mode in (("with", "without") if rep % 2 == 0 else ("without", "with")):
+        for mode in ("with", "without") if rep % 2 == 0 else ("without", "with"):
             timer = Timer()
-            cfg = GRPOConfig(output_dir=f"{work}/out", use_cpu=True, num_generations=4, per_device_train_batch_size=4,
-                             max_completion_length=16, max_steps=steps, report_to=[], logging_steps=1,
-                             save_strategy="no", seed=0, disable_tqdm=True)
+            cfg = GRPOConfig(
+                output_dir=f"{work}/out",
+                use_cpu=True,
+                num_generations=4,
+                per_device_train_batch_size=4,
+                max_completion_length=16,
+                max_steps=steps,
+                report_to=[],
+                logging_steps=1,
+                save_strategy="no",
+                seed=0,
+                disable_tqdm=True,
+            )
             if mode == "with":
                 cb = WorkbenchCallback(f"{work}/wb.db", model_name=model_arg, harness=h)
                 rf, cbs = workbench_reward(cb), [cb, timer]
             else:
                 rf, cbs = plain_reward, [timer]
-            GRPOTrainer(model=model_dir, args=cfg, train_dataset=ds, processing_class=tok, reward_funcs=[rf],
-                        callbacks=cbs).train()
+            GRPOTrainer(
+                model=model_dir,
+                args=cfg,
+                train_dataset=ds,
+                processing_class=tok,
+                reward_funcs=[rf],
+                callbacks=cbs,
+            ).train()
             res[mode] += timer.times[1:]
     for k, v in res.items():
         v = sorted(v)

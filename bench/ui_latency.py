@@ -86,8 +86,12 @@ def cpu_seconds(pid: int) -> float:
 
 def summary(xs: list[float]) -> dict[str, float]:
     xs = sorted(x * 1e3 for x in xs)
-    return {"n": len(xs), "p50_ms": round(statistics.median(xs), 1),
-            "p95_ms": round(xs[min(len(xs) - 1, int(round(0.95 * (len(xs) - 1))))], 1), "max_ms": round(xs[-1], 1)}
+    return {
+        "n": len(xs),
+        "p50_ms": round(statistics.median(xs), 1),
+        "p95_ms": round(xs[min(len(xs) - 1, int(round(0.95 * (len(xs) - 1))))], 1),
+        "max_ms": round(xs[-1], 1),
+    }
 
 
 def synthetic_run(db_path: Path, n_tasks: int, step_rows: int, steps: int) -> int:
@@ -97,9 +101,19 @@ def synthetic_run(db_path: Path, n_tasks: int, step_rows: int, steps: int) -> in
     db = store.open_db(db_path)
     cfg = load_config(Path(__file__).resolve().parent.parent / "workbench" / "data" / "demo.yaml")
     run_id = store.runs.create_run(db, name="writer-bench", model=cfg.model, config=cfg.to_dict())
-    store.tasks.add_tasks(db, [{"key": f"w:{i}", "dataset": "writer", "split": "train",
-                                "prompt": f"Create a calendar event for Alex next Tuesday at {i % 12 + 1} PM (#{i})",
-                                "expected_tool": "calendar.create_event"} for i in range(n_tasks)])
+    store.tasks.add_tasks(
+        db,
+        [
+            {
+                "key": f"w:{i}",
+                "dataset": "writer",
+                "split": "train",
+                "prompt": f"Create a calendar event for Alex next Tuesday at {i % 12 + 1} PM (#{i})",
+                "expected_tool": "calendar.create_event",
+            }
+            for i in range(n_tasks)
+        ],
+    )
     writer = Writer(db, run_id, step_rows)
     for _ in range(steps * step_rows // 512):
         writer.write(512)
@@ -114,7 +128,9 @@ class Writer:
         self.db, self.run_id, self.step_rows = db, run_id, step_rows
         self.task_ids = [t["id"] for t in store.tasks.list_tasks(db, dataset="writer")]
         rng = random.Random(0)
-        self.pool = [trajectory_row(run_id, 0, 0, 0, rng) for _ in range(256)]  # variety without generation cost
+        self.pool = [
+            trajectory_row(run_id, 0, 0, 0, rng) for _ in range(256)
+        ]  # variety without generation cost
         self.rng, self.done, self.step = rng, 0, 0
 
     def write(self, n: int) -> None:
@@ -123,16 +139,25 @@ class Writer:
             i = self.done % self.step_rows
             row = dict(self.pool[self.done % len(self.pool)])
             reward = self.rng.choice((-1.0, 0.4, 0.6, 0.8, 1.0))
-            row.update(step=self.step, group_idx=i // 8, sample_idx=i % 8, reward=reward,
-                       task_id=self.task_ids[(self.step * self.step_rows // 8 + i // 8) % len(self.task_ids)],
-                       outcome={"success": reward == 1.0})
+            row.update(
+                step=self.step,
+                group_idx=i // 8,
+                sample_idx=i % 8,
+                reward=reward,
+                task_id=self.task_ids[(self.step * self.step_rows // 8 + i // 8) % len(self.task_ids)],
+                outcome={"success": reward == 1.0},
+            )
             batch.append(row)
             self.done += 1
             if self.done % self.step_rows == 0:  # the step is full: flush it with its metrics
                 store.trajectories.insert_trajectories(self.db, batch)
                 batch = []
-                store.metrics.append_step(self.db, self.run_id, self.step,
-                                          {"reward/mean": self.rng.uniform(0, 1), "loss": self.rng.uniform(0, 0.1)})
+                store.metrics.append_step(
+                    self.db,
+                    self.run_id,
+                    self.step,
+                    {"reward/mean": self.rng.uniform(0, 1), "loss": self.rng.uniform(0, 0.1)},
+                )
                 self.step += 1
         if batch:
             store.trajectories.insert_trajectories(self.db, batch)
@@ -165,8 +190,12 @@ def main() -> None:
     ap.add_argument("--no-worker", action="store_true", help="the control: stop the worker before pressing")
     ap.add_argument("--size", default="200x50")
     ap.add_argument("--wait-s", type=float, default=300.0, help="give up if training has not started by then")
-    ap.add_argument("--writer", type=float, metavar="ROWS_PER_S",
-                    help="no model: a synthetic run that another process writes at this rate (0: idle control)")
+    ap.add_argument(
+        "--writer",
+        type=float,
+        metavar="ROWS_PER_S",
+        help="no model: a synthetic run that another process writes at this rate (0: idle control)",
+    )
     ap.add_argument("--step-rows", type=int, default=512, help="--writer: rows a step")
     ap.add_argument("--tasks", type=int, default=280, help="--writer: tasks of the synthetic run")
     ap.add_argument("--json")
@@ -178,28 +207,57 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="wb-ui-bench-"))
     db_path = tmp / "ui.db"
     if args.writer is None:
-        subprocess.run([bindir / "workbench", "demo", "--headless", "--db", str(db_path)], check=True, cwd=tmp)
+        subprocess.run(
+            [bindir / "workbench", "demo", "--headless", "--db", str(db_path)], check=True, cwd=tmp
+        )
     else:
         synthetic_run(db_path, args.tasks, args.step_rows, steps=20)
     db = store.open_db(db_path)
     run_id = store.runs.list_runs(db)[0]["id"]
     subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True)
-    env = f"PYTHONPATH={os.environ['PYTHONPATH']} " if os.environ.get("PYTHONPATH") else ""  # a tree to compare
-    tmux("new-session", "-d", "-s", SESSION, "-x", cols, "-y", rows,
-         f"cd {tmp} && {env}{bindir / 'workbench'} tui --db {db_path} --run {run_id}")
+    env = (
+        f"PYTHONPATH={os.environ['PYTHONPATH']} " if os.environ.get("PYTHONPATH") else ""
+    )  # a tree to compare
+    tmux(
+        "new-session",
+        "-d",
+        "-s",
+        SESSION,
+        "-x",
+        cols,
+        "-y",
+        rows,
+        f"cd {tmp} && {env}{bindir / 'workbench'} tui --db {db_path} --run {run_id}",
+    )
     worker_pid = None
     try:
         wait_for(lambda s: "Curves:" in s, 60)
         if args.writer is not None:
             # Rate 0 too: the idle control's run is as live (lock, heartbeat, status) as the written one.
-            worker_pid = subprocess.Popen([sys.executable, __file__, "--write-loop", str(db_path), str(run_id),
-                                           str(args.writer), str(args.step_rows)]).pid
+            worker_pid = subprocess.Popen(
+                [
+                    sys.executable,
+                    __file__,
+                    "--write-loop",
+                    str(db_path),
+                    str(run_id),
+                    str(args.writer),
+                    str(args.step_rows),
+                ]
+            ).pid
             time.sleep(5)  # the writer at its pace, the UI's feed caught up with (or skipping) its backlog
         else:
-            worker_pid = int(subprocess.run(["pgrep", "-f", f"workbench.worker --db {db_path}"], capture_output=True,
-                                        text=True).stdout.split()[0])
-        t_start = time.time()  # wait for training proper (the SFT warm-up's first step), past load and baseline
-        while args.writer is None and not any(e["kind"] in ("sft_step", "step") for e in store.runs.events_since(db, run_id, 0, 1000)):
+            worker_pid = int(
+                subprocess.run(
+                    ["pgrep", "-f", f"workbench.worker --db {db_path}"], capture_output=True, text=True
+                ).stdout.split()[0]
+            )
+        t_start = (
+            time.time()
+        )  # wait for training proper (the SFT warm-up's first step), past load and baseline
+        while args.writer is None and not any(
+            e["kind"] in ("sft_step", "step") for e in store.runs.events_since(db, run_id, 0, 1000)
+        ):
             if time.time() - t_start > args.wait_s:
                 raise SystemExit(f"the worker did not start training within {args.wait_s} s")
             time.sleep(1.0)
@@ -234,18 +292,30 @@ def main() -> None:
             subprocess.run(["kill", str(worker_pid)], capture_output=True)
     allx = [x for v in lat.values() for x in v]
     result = {
-        "date": time.strftime("%Y-%m-%d"), "size": args.size, "worker": not args.no_worker,
-        "writer_rows_per_s": args.writer, "worker_cpu_cores": round(cpu, 2),
-        "trajectories_written_during": traj, "rows_per_s_during": round(traj / wall), "worker_status": f"{status['status']}: {status['status_reason']}",
-        "keys": {k: summary(v) for k, v in lat.items()}, "all": summary(allx),
+        "date": time.strftime("%Y-%m-%d"),
+        "size": args.size,
+        "worker": not args.no_worker,
+        "writer_rows_per_s": args.writer,
+        "worker_cpu_cores": round(cpu, 2),
+        "trajectories_written_during": traj,
+        "rows_per_s_during": round(traj / wall),
+        "worker_status": f"{status['status']}: {status['status_reason']}",
+        "keys": {k: summary(v) for k, v in lat.items()},
+        "all": summary(allx),
         "timeouts_10s": len(TIMEOUTS),
     }
-    print(f"worker used {cpu:.2f} cores and wrote {traj} trajectories during the bench ({traj / wall:.0f}/s; "
-          f"{result['worker_status']})")
+    print(
+        f"worker used {cpu:.2f} cores and wrote {traj} trajectories during the bench ({traj / wall:.0f}/s; "
+        f"{result['worker_status']})"
+    )
     for k, v in result["keys"].items():
-        print(f"{k:16s} n={v['n']:3d}  p50 {v['p50_ms']:6.1f} ms  p95 {v['p95_ms']:6.1f} ms  max {v['max_ms']:6.1f} ms")
+        print(
+            f"{k:16s} n={v['n']:3d}  p50 {v['p50_ms']:6.1f} ms  p95 {v['p95_ms']:6.1f} ms  max {v['max_ms']:6.1f} ms"
+        )
     a = result["all"]
-    print(f"{'all':16s} n={a['n']:3d}  p50 {a['p50_ms']:6.1f} ms  p95 {a['p95_ms']:6.1f} ms  (goal p95 < 100 ms)")
+    print(
+        f"{'all':16s} n={a['n']:3d}  p50 {a['p50_ms']:6.1f} ms  p95 {a['p95_ms']:6.1f} ms  (goal p95 < 100 ms)"
+    )
     if TIMEOUTS:
         print(f"{len(TIMEOUTS)} key(s) not on screen within 10 s (counted as 10 s): {TIMEOUTS}")
     if args.json:

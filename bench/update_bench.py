@@ -42,7 +42,9 @@ def main() -> None:
         p = render_prompt(tok, h.messages(t), h.prefill)
         for _ in range(args.g):
             prompts.append(p)
-            comps.append([rng.randrange(1000, 20000) for _ in range(rng.randint(args.tokens // 2, args.tokens))])
+            comps.append(
+                [rng.randrange(1000, 20000) for _ in range(rng.randint(args.tokens // 2, args.tokens))]
+            )
     model = policy.model
     model.train()
     mb = args.micro_batch
@@ -60,11 +62,14 @@ def main() -> None:
         times["packed"].append(step(completion_logprobs))
         times["shared_prefix"].append(step(shared_prefix_logprobs))
     p_len = len(prompts[0])
-    print(f"batch: {args.prompts} prompts x G={args.g}, prompt ~{p_len} tokens, completions <= {args.tokens}, "
-          f"micro-batch {mb}, torch threads {torch.get_num_threads()}")
+    print(
+        f"batch: {args.prompts} prompts x G={args.g}, prompt ~{p_len} tokens, completions <= {args.tokens}, "
+        f"micro-batch {mb}, torch threads {torch.get_num_threads()}"
+    )
     for k, v in times.items():
         print(f"{k:14} median {statistics.median(v):6.2f} s  runs {[round(x, 2) for x in v]}")
-    print(f"ratio shared_prefix / packed: {statistics.median(times['shared_prefix']) / statistics.median(times['packed']):.3f}")
+    ratio = statistics.median(times["shared_prefix"]) / statistics.median(times["packed"])
+    print(f"ratio shared_prefix / packed: {ratio:.3f}")
 
 
 if __name__ == "__main__":

@@ -29,8 +29,12 @@ from workbench.envs import MultiTurnEnv, SingleTurnEnv
 from workbench.types import Task
 from workbench.verifiers import builtin_verifier_code, load_verifier_code
 
-TASK = Task(id="t", prompt="Book Alex on Tuesday at 2 PM", expected_tool="calendar.create_event",
-            expected_args={"attendee": "Alex", "day": "Tuesday", "time": "14:00"})
+TASK = Task(
+    id="t",
+    prompt="Book Alex on Tuesday at 2 PM",
+    expected_tool="calendar.create_event",
+    expected_args={"attendee": "Alex", "day": "Tuesday", "time": "14:00"},
+)
 
 
 def outputs() -> dict[str, tuple]:
@@ -38,10 +42,12 @@ def outputs() -> dict[str, tuple]:
     ep.step('calendar.create_event", "args": {"attendee": "Alex", "day": "Tuesday", "time": "14:00"}}')
     task = builtin_multi_turn_tasks()[0]
     mt = MultiTurnEnv().start(task)
-    for r in ['calendar.list_events", "args": {}}',
-              'calendar.cancel_event", "args": {"attendee": "Sam", "day": "Monday"}}',
-              'calendar.create_event", "args": {"attendee": "Sam", "day": "Wednesday", "time": "10:00"}}',
-              'finish", "args": {"answer": "done"}}']:
+    for r in [
+        'calendar.list_events", "args": {}}',
+        'calendar.cancel_event", "args": {"attendee": "Sam", "day": "Monday"}}',
+        'calendar.create_event", "args": {"attendee": "Sam", "day": "Wednesday", "time": "10:00"}}',
+        'finish", "args": {"answer": "done"}}',
+    ]:
         mt.step(r)
     return {"single-turn": (ep.output(), TASK), "multi-turn": (mt.output(), task)}
 
@@ -57,7 +63,7 @@ def per_row_ms(fn, rows: int, batch: int, reps: int) -> float:
     return statistics.median(times)
 
 
-MP_PROBE = '''
+MP_PROBE = """
 import os, sys, time
 import torch  # the trainer's main module imports torch
 import multiprocessing as mp
@@ -74,7 +80,7 @@ if __name__ == "__main__":
         p.start(); had_torch = q.get(); p.join()
         print(f"multiprocessing {method} start, parent main imports torch: {(time.perf_counter() - t) * 1e3:.0f} ms"
               f" (torch imported in the child: {had_torch})")
-'''
+"""
 
 
 def main() -> None:
@@ -91,30 +97,39 @@ def main() -> None:
         v = load_verifier_code(code, "tool_call_verifier", isolate=True)
         starts.append((time.perf_counter() - t0) * 1e3)
         v.close()
-    print(f"pool start (1 worker: interpreter + imports + load): median {statistics.median(starts):.1f} ms "
-          f"(runs: {', '.join(f'{s:.0f}' for s in starts)})")
+    print(
+        f"pool start (1 worker: interpreter + imports + load): median {statistics.median(starts):.1f} ms "
+        f"(runs: {', '.join(f'{s:.0f}' for s in starts)})"
+    )
 
     inproc = load_verifier_code(code, "tool_call_verifier")
     assert not inproc.isolated
     iso1 = load_verifier_code(code, "tool_call_verifier", isolate=True)
     iso2 = load_verifier_code(code, "tool_call_verifier", isolate=True, workers=2)
     for kind, pair in outputs().items():
-        print(f"\n{kind} output ({len(str(pair[0]))} chars of reply, {len(pair[0].messages)} messages), "
-              f"per row, median of {args.reps} x {args.rows} rows:")
+        print(
+            f"\n{kind} output ({len(str(pair[0]))} chars of reply, {len(pair[0].messages)} messages), "
+            f"per row, median of {args.reps} x {args.rows} rows:"
+        )
         ms = per_row_ms(lambda b, pair=pair: inproc.score(*pair), args.rows, 1, args.reps)
         print(f"  built-in in process, score():        {ms:.3f} ms")
         ms = per_row_ms(lambda b, pair=pair: inproc.fn(*pair), args.rows, 1, args.reps)
         print(f"  (bare reward() call, no guard:       {ms:.3f} ms)")
         for name, v in (("1 worker ", iso1), ("2 workers", iso2)):
             for batch in (1, 8, 16):
-                ms = per_row_ms(lambda b, v=v, pair=pair: v.score_many([pair] * b), args.rows, batch, args.reps)
+                ms = per_row_ms(
+                    lambda b, v=v, pair=pair: v.score_many([pair] * b), args.rows, batch, args.reps
+                )
                 print(f"  isolated, {name}, batch {batch:>2}:      {ms:.3f} ms")
         assert iso1.score(*pair) == inproc.score(*pair)
     iso1.close()
     iso2.close()
 
     # A slow user verifier (5 ms of pure Python a row): where a second worker pays.
-    slow = "import time\ndef reward(output, task):\n    t = time.perf_counter()\n    while time.perf_counter() - t < 0.005:\n        pass\n    return 1.0\n"
+    slow = (
+        "import time\ndef reward(output, task):\n    t = time.perf_counter()\n"
+        "    while time.perf_counter() - t < 0.005:\n        pass\n    return 1.0\n"
+    )
     pair = outputs()["single-turn"]
     print(f"\nslow user verifier (5 ms busy a row), per row, median of {args.reps} x {args.rows // 4} rows:")
     for workers in (1, 2):

@@ -31,8 +31,12 @@ HOG = "while True: pass"
 
 
 def run_once(nice: int, iters: int) -> float:
-    out = subprocess.run(["nice", "-n", str(nice), sys.executable, "-c", WORK.format(iters=iters)],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["nice", "-n", str(nice), sys.executable, "-c", WORK.format(iters=iters)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return float(out.stdout.strip())
 
 
@@ -48,15 +52,20 @@ def main() -> None:
     try:
         time.sleep(1.0)
         for r in range(args.rounds):
-            for nice in ((0, 10) if r % 2 == 0 else (10, 0)):
+            for nice in (0, 10) if r % 2 == 0 else (10, 0):
                 times[nice].append(run_once(nice, args.iters))
                 print(f"round {r} nice {nice}: {times[nice][-1]:.1f} s", flush=True)
     finally:
         for h in hogs:
             h.kill()
     ratio = statistics.median(times[10]) / statistics.median(times[0])
-    result = {"hogs": args.hogs, "iters": args.iters, "nice0_s": times[0], "nice10_s": times[10],
-              "median_ratio_nice10_over_nice0": round(ratio, 2)}
+    result = {
+        "hogs": args.hogs,
+        "iters": args.iters,
+        "nice0_s": times[0],
+        "nice10_s": times[10],
+        "median_ratio_nice10_over_nice0": round(ratio, 2),
+    }
     print(json.dumps(result))
     if args.out:
         with open(args.out, "w") as f:

@@ -10,7 +10,9 @@ from workbench.view import StoreError
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m screens", description="Workbench terminal UI")
-    parser.add_argument("--db", default="workbench.db", help="the Workbench database (default ./workbench.db)")
+    parser.add_argument(
+        "--db", default="workbench.db", help="the Workbench database (default ./workbench.db)"
+    )
     parser.add_argument("--run", type=int, default=None, help="run id (default: the only run, or choose)")
     args = parser.parse_args(argv)
     from screens.app import run_tui

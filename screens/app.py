@@ -49,22 +49,29 @@ from workbench.view import (
 PaletteEntry = tuple[str, str, Callable[[], Any]]
 # Keys that open a screen: hidden while that screen is open (frees footer room for keys that do something).
 SCREEN_KEYS: dict[str, type[Screen]] = {
-    "trajectories": TrajectoryScreen, "evaluations": EvalsScreen, "verifier": VerifierEditorScreen,
+    "trajectories": TrajectoryScreen,
+    "evaluations": EvalsScreen,
+    "verifier": VerifierEditorScreen,
     "events": EventsScreen,
 }
 # The run controls with a key of their own: (footer label, tooltip). Their keys are the actions' (the command
 # table's), so a binding cannot disagree with the palette or the help screen.
 RUN_KEY_LABELS: dict[str, tuple[str, str]] = {
-    "pause": ("Pause", ""), "resume": ("Resume", "Resume, or start a worker when none runs"),
-    "checkpoint": ("Ckpt", "Save a checkpoint now"), "eval": ("Eval", "Run a held-out eval now"), "stop": ("Stop", ""),
+    "pause": ("Pause", ""),
+    "resume": ("Resume", "Resume, or start a worker when none runs"),
+    "checkpoint": ("Ckpt", "Save a checkpoint now"),
+    "eval": ("Eval", "Run a held-out eval now"),
+    "stop": ("Stop", ""),
 }
 RUN_KEYS = tuple(RUN_KEY_LABELS)
 ACTION_KEYS = {a.name: a.key for a in ACTIONS}
 
 
 def run_bindings() -> list[Binding]:
-    return [Binding(ACTION_KEYS[name], name, label, id=f"workbench.{name}", tooltip=tooltip)
-            for name, (label, tooltip) in RUN_KEY_LABELS.items()]
+    return [
+        Binding(ACTION_KEYS[name], name, label, id=f"workbench.{name}", tooltip=tooltip)
+        for name, (label, tooltip) in RUN_KEY_LABELS.items()
+    ]
 
 
 class WorkbenchApp(App[None]):
@@ -167,11 +174,17 @@ class WorkbenchApp(App[None]):
         if self.tracker.pending:
             answered, overdue = self.tracker.poll(self.view, self.clock(), bool(state and state.alive))
             for a in answered:
-                self.notify(a.message, title=f"{a.kind}: {'done' if a.ok else 'failed'}",
-                            severity="information" if a.ok else "error")
+                self.notify(
+                    a.message,
+                    title=f"{a.kind}: {'done' if a.ok else 'failed'}",
+                    severity="information" if a.ok else "error",
+                )
             for s in overdue:
-                self.notify("No live worker answers; it stays queued until a worker runs (r starts one).",
-                            title=f"{s.kind}: queued", severity="warning")
+                self.notify(
+                    "No live worker answers; it stays queued until a worker runs (r starts one).",
+                    title=f"{s.kind}: queued",
+                    severity="warning",
+                )
 
     # ---- commands to the worker ----------------------------------------------------------------------
 
@@ -197,14 +210,20 @@ class WorkbenchApp(App[None]):
 
     def on_workbench_app_worker_started(self, message: WorkerStarted) -> None:
         self.worker_pid = message.pid
-        self.notify(f"worker process started (pid {message.pid}); it keeps running if you quit", title="worker")
+        self.notify(
+            f"worker process started (pid {message.pid}); it keeps running if you quit", title="worker"
+        )
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         # Every thread worker is exit_on_error=False: its failure is reported here, once.
         if event.state == WorkerState.ERROR:
             error = event.worker.error
-            self.notify(f"{type(error).__name__}: {error}", title=f"{event.worker.name} failed", severity="error",
-                        timeout=8)
+            self.notify(
+                f"{type(error).__name__}: {error}",
+                title=f"{event.worker.name} failed",
+                severity="error",
+                timeout=8,
+            )
 
     # ---- what is allowed now -------------------------------------------------------------------------
 
@@ -224,38 +243,74 @@ class WorkbenchApp(App[None]):
             dash = self.dashboard()
             task_id = dash.task_filter if dash is not None else None
             handlers: dict[str, Callable[[], Any] | None] = {
-                "pause": self.action_pause, "resume": self.action_resume, "start_worker": self.action_resume,
-                "checkpoint": self.action_checkpoint, "eval": self.action_eval, "stop": self.action_stop,
-                "set_lr": lambda: self._ask_number("set_lr", "New learning rate", config.get("learning_rate")),
-                "set_temperature": lambda: self._ask_number("set_temperature", "New sampling temperature",
-                                                            config.get("temperature")),
-                "sample": None if task_id is None else
-                lambda: self.send_command("sample", payload_dict(Sample(task_id=task_id, n=8))),
+                "pause": self.action_pause,
+                "resume": self.action_resume,
+                "start_worker": self.action_resume,
+                "checkpoint": self.action_checkpoint,
+                "eval": self.action_eval,
+                "stop": self.action_stop,
+                "set_lr": lambda: self._ask_number(
+                    "set_lr", "New learning rate", config.get("learning_rate")
+                ),
+                "set_temperature": lambda: self._ask_number(
+                    "set_temperature", "New sampling temperature", config.get("temperature")
+                ),
+                "sample": None
+                if task_id is None
+                else lambda: self.send_command("sample", payload_dict(Sample(task_id=task_id, n=8))),
             }
-            now = {"set_lr": f"now {config.get('learning_rate', '?')}",
-                   "set_temperature": f"now {config.get('temperature', '?')}"}
+            now = {
+                "set_lr": f"now {config.get('learning_rate', '?')}",
+                "set_temperature": f"now {config.get('temperature', '?')}",
+            }
             for action in ACTIONS:
                 callback = handlers.get(action.name)
                 if callback is None or not allowed(action.name, state):
                     continue
-                title = action.title.replace("the selected task", f"task {task_id}") if action.name == "sample" else action.title
+                title = (
+                    action.title.replace("the selected task", f"task {task_id}")
+                    if action.name == "sample"
+                    else action.title
+                )
                 out.append((title, now.get(action.name, action.help) + self._key_hint(action.name), callback))
-            out.append(("Trajectories", "browse, filter, search and label" + self._key_hint("trajectories"),
-                        self.action_trajectories))
-            out.append(("Evaluations", "baseline vs checkpoints, warning flags" + self._key_hint("evaluations"),
-                        self.action_evaluations))
-            out.append(("Verifier editor", "edit, dry-run and apply the reward code" + self._key_hint("verifier"),
-                        self.action_verifier))
-            out.append(("Event log", "status changes, resumes, verifier swaps, with their reasons"
-                        + self._key_hint("events"), self.action_events))
+            out.append(
+                (
+                    "Trajectories",
+                    "browse, filter, search and label" + self._key_hint("trajectories"),
+                    self.action_trajectories,
+                )
+            )
+            out.append(
+                (
+                    "Evaluations",
+                    "baseline vs checkpoints, warning flags" + self._key_hint("evaluations"),
+                    self.action_evaluations,
+                )
+            )
+            out.append(
+                (
+                    "Verifier editor",
+                    "edit, dry-run and apply the reward code" + self._key_hint("verifier"),
+                    self.action_verifier,
+                )
+            )
+            out.append(
+                (
+                    "Event log",
+                    "status changes, resumes, verifier swaps, with their reasons" + self._key_hint("events"),
+                    self.action_events,
+                )
+            )
         if self.runs_count > 1:
             out.append(("Switch run", "choose another run in this database", self.show_runs))
         out.append(("Keys", "every key binding" + self._key_hint("help"), self.action_help))
-        out.append(("Quit", "the worker keeps running unless you stopped it" + self._key_hint("quit"), self.exit))
+        out.append(
+            ("Quit", "the worker keeps running unless you stopped it" + self._key_hint("quit"), self.exit)
+        )
         return out
 
     def _key_hint(self, action: str) -> str:
-        """" (k)": the key of this app's binding for `action` (start_worker: resume's), "" when it has none
+        """ " (k)": the key of this app's binding for `action` (start_worker: resume's), "" when it has none
         (a palette-only control). Read from BINDINGS, so the palette never names a key twice."""
         action = "resume" if action == "start_worker" else action
         keys = [b.key for b in self.BINDINGS if isinstance(b, Binding) and b.action == action]
@@ -287,18 +342,28 @@ class WorkbenchApp(App[None]):
 
         name = self.current_run.name if self.current_run else ""
         # Before the first checkpoint (baseline eval, SFT warm-up) there is nothing to save: say so.
-        first = self.view is None or self.run_id is None or self.view.latest_checkpoint(self.run_id) is not None
-        what = ("The worker stops at its next safe point (within a second), saves a checkpoint of the last "
-                "finished step and exits." if first else
-                "No checkpoint yet (the first is written when the SFT warm-up ends): the worker exits at its "
-                "next safe point and a resume starts the warm-up over. Everything stored so far is kept.")
+        first = (
+            self.view is None or self.run_id is None or self.view.latest_checkpoint(self.run_id) is not None
+        )
+        what = (
+            "The worker stops at its next safe point (within a second), saves a checkpoint of the last "
+            "finished step and exits."
+            if first
+            else "No checkpoint yet (the first is written when the SFT warm-up ends): the worker exits at its "
+            "next safe point and a resume starts the warm-up over. Everything stored so far is kept."
+        )
         self.push_screen(ConfirmScreen(f"Stop run #{self.run_id} {name}?", what, yes="Stop"), answered)
 
     async def action_quit(self) -> None:
         """Quit; from `workbench demo`, with a worker training, first ask whether it keeps training."""
         state = self.state()
-        if not (self.ask_on_quit and state is not None and state.alive and not self.stop_chosen
-                and self.run_id is not None) or isinstance(self.screen, QuitScreen):
+        if not (
+            self.ask_on_quit
+            and state is not None
+            and state.alive
+            and not self.stop_chosen
+            and self.run_id is not None
+        ) or isinstance(self.screen, QuitScreen):
             self.exit()
             return
 
@@ -346,9 +411,13 @@ class WorkbenchApp(App[None]):
 
     def help_sections(self) -> list[tuple[str, list[Binding]]]:
         return [("Everywhere", list(self.BINDINGS))] + [
-            (title, list(cls.BINDINGS)) for title, cls in (
-                ("Dashboard", DashboardScreen), ("Trajectories", TrajectoryScreen),
-                ("Verifier editor", VerifierEditorScreen), ("Evaluations", EvalsScreen), ("Event log", EventsScreen),
+            (title, list(cls.BINDINGS))
+            for title, cls in (
+                ("Dashboard", DashboardScreen),
+                ("Trajectories", TrajectoryScreen),
+                ("Verifier editor", VerifierEditorScreen),
+                ("Evaluations", EvalsScreen),
+                ("Event log", EventsScreen),
             )
         ]
 
@@ -374,7 +443,9 @@ class WorkbenchApp(App[None]):
         self.push_screen(PromptScreen(title, value="" if current is None else str(current), check=check), got)
 
 
-def run_tui(db_path: str | Path = "workbench.db", run_id: int | None = None, *, ask_on_quit: bool = False) -> str | None:
+def run_tui(
+    db_path: str | Path = "workbench.db", run_id: int | None = None, *, ask_on_quit: bool = False
+) -> str | None:
     """What `workbench tui [--db FILE] [--run ID]` calls; returns the quit question's answer ("keep",
     "stop", or None when it was not asked)."""
     app = WorkbenchApp(db_path, run_id, ask_on_quit=ask_on_quit)

@@ -21,7 +21,12 @@ CURVES: tuple[Curve, ...] = (
     Curve("reward", "reward (train mean)", ("reward",)),
     Curve("sft_loss", "SFT loss (warm-up)", note="x: SFT step; shown first while the warm-up runs"),
     Curve("held_out", "held-out success", note="yellow line: the baseline · grey: 95% CI"),
-    Curve("loss", "loss", ("loss",), note="≈0 is normal with num_iterations=1: the ratio is 1, the gradient is not 0"),
+    Curve(
+        "loss",
+        "loss",
+        ("loss",),
+        note="≈0 is normal with num_iterations=1: the ratio is 1, the gradient is not 0",
+    ),
     Curve("kl", "KL", ("kl",)),
     Curve("clip", "clip ratio", ("clip_ratio/region_mean", "clip_ratio/low_mean", "clip_ratio/high_mean")),
     Curve("entropy", "entropy", ("entropy",)),
@@ -52,7 +57,7 @@ def step_ticks(xs: Sequence[float], width: int, *, label_cells: int = 6) -> list
     if hi < lo:
         return [round(min(xs))]
     most = max(2, width // label_cells)
-    gap = next(g for g in (m * 10 ** e for e in range(12) for m in (1, 2, 5)) if (hi - lo) / g <= most - 1)
+    gap = next(g for g in (m * 10**e for e in range(12) for m in (1, 2, 5)) if (hi - lo) / g <= most - 1)
     return list(range(math.ceil(lo / gap) * gap, hi + 1, gap))
 
 

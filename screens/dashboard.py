@@ -82,10 +82,20 @@ class DashboardScreen(Screen):
         Binding("o", "sort_tasks", "Sort tasks", id="dashboard.sort_tasks", show=False),
         Binding("right_square_bracket", "curve(1)", "Next curve", id="dashboard.next_curve", show=False),
         Binding("left_square_bracket", "curve(-1)", "Prev curve", id="dashboard.prev_curve", show=False),
-        Binding("escape", "clear_task", "All tasks", id="dashboard.clear_task", tooltip="Clear the task filter"),
-        Binding("x", "show_error", "Traceback", id="dashboard.show_error", tooltip="The crashed worker's traceback"),
-        *(Binding(str(i), f"pane('{key}')", title, id=f"dashboard.pane_{key}", show=False)
-          for i, (key, title) in enumerate(PANES, 1)),
+        Binding(
+            "escape", "clear_task", "All tasks", id="dashboard.clear_task", tooltip="Clear the task filter"
+        ),
+        Binding(
+            "x",
+            "show_error",
+            "Traceback",
+            id="dashboard.show_error",
+            tooltip="The crashed worker's traceback",
+        ),
+        *(
+            Binding(str(i), f"pane('{key}')", title, id=f"dashboard.pane_{key}", show=False)
+            for i, (key, title) in enumerate(PANES, 1)
+        ),
     ]
 
     class Loaded(Message):
@@ -206,7 +216,9 @@ class DashboardScreen(Screen):
         else:
             self._filter_changed()
         train = [r for r in d.newest if r.split == "train"]
-        self.score_step = max((r.step for r in train), default=self.last_step if self.last_step >= 0 else None)
+        self.score_step = max(
+            (r.step for r in train), default=self.last_step if self.last_step >= 0 else None
+        )
         self._score_dirty, self._score_read_at = True, 0.0
         curves = self.query_one(CurvesPane)
         curves.sft, self._sft_event = [], d.sft_event
@@ -248,7 +260,9 @@ class DashboardScreen(Screen):
             self.evals = view.evals(run_id)
             self.checkpoint = view.latest_checkpoint(run_id)
             self.verifier = view.active_verifier(run_id)
-            self.query_one(CurvesPane).set_data(steps=self.steps if new_steps else None, evals=self.evals, stream=True)
+            self.query_one(CurvesPane).set_data(
+                steps=self.steps if new_steps else None, evals=self.evals, stream=True
+            )
         self.refresh_view()
 
     @work(thread=True, group="dashboard-feed", exit_on_error=False)
@@ -278,7 +292,9 @@ class DashboardScreen(Screen):
                 self.tasks[tid] = task
         tasks_pane = self.query_one(TasksPane)
         # An eval and its rows are written in one transaction: rows of an eval not named yet mean a new eval.
-        new_evals = {r.eval_id for r in [*live, *feed.skipped] if r.eval_id is not None} - tasks_pane.policies.keys()
+        new_evals = {
+            r.eval_id for r in [*live, *feed.skipped] if r.eval_id is not None
+        } - tasks_pane.policies.keys()
         if new_evals and self.wb.run_id is not None:
             tasks_pane.policies = view.policy_labels(self.wb.run_id)
         if feed.skipped:
@@ -312,8 +328,18 @@ class DashboardScreen(Screen):
         now = self.wb.clock()
         note = f"task {self._task_name()}" if self.task_filter is not None else ""
         bar = self.query_one(StatusBar)
-        bar.show(status_text(run, state, self.steps, verifier=self.verifier, checkpoint=self.checkpoint,
-                             task_note=note, width=bar.content_size.width, progress=self.progress))
+        bar.show(
+            status_text(
+                run,
+                state,
+                self.steps,
+                verifier=self.verifier,
+                checkpoint=self.checkpoint,
+                task_note=note,
+                width=bar.content_size.width,
+                progress=self.progress,
+            )
+        )
         self.query_one(Banner).show(banner_text(run, state, now))
         self.query_one(CurvesPane).set_waiting(self.progress.text if self.progress is not None else "")
         # Behind a fast writer every pane has news at every poll: redrawing them all in one frame made a key
@@ -338,7 +364,10 @@ class DashboardScreen(Screen):
             self._score_dirty = False
             self.query_one(ScoresPane).show(None, [], self.steps, self._score_note())
             return
-        if time.monotonic() - self._score_read_at < SCORES_EVERY_S and self.query_one(ScoresPane).step is not None:
+        if (
+            time.monotonic() - self._score_read_at < SCORES_EVERY_S
+            and self.query_one(ScoresPane).step is not None
+        ):
             return  # shown recently: the next poll after the interval reads it (the first read never waits)
         self._score_dirty, self._score_loading = False, True
         self._score_read_at = time.monotonic()
@@ -447,7 +476,11 @@ class DashboardScreen(Screen):
         self.post_message(self.TaskSeriesLoaded(task_id, series, token))
 
     def on_dashboard_screen_task_series_loaded(self, message: TaskSeriesLoaded) -> None:
-        if message.task_id != self.task_filter or self._task_series is None or message.token != self._series_token:
+        if (
+            message.task_id != self.task_filter
+            or self._task_series is None
+            or message.token != self._series_token
+        ):
             return  # another task's, or an earlier read of this one (its rows would count twice)
         for step, (s, n) in message.series.sums.items():
             s0, n0 = self._task_series.sums.get(step, (0.0, 0))

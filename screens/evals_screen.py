@@ -1,6 +1,7 @@
 """Evaluations: the baseline and each checkpoint on the validation split (which decides promotion) with the
 test split's success beside it (reported only), CIs, the best and promoted ones marked with why, success
-per skill (multi-step kinds first, single calls beside them, with the paired Δ per kind), and flags for the usual ways GRPO goes wrong (overfitting, length drift, JSON regressions).
+per skill (multi-step kinds first, single calls beside them, with the paired Δ per kind), and flags for the
+usual ways GRPO goes wrong (overfitting, length drift, JSON regressions).
 `s` shows the test split's own table."""
 
 from __future__ import annotations
@@ -39,9 +40,20 @@ if TYPE_CHECKING:
     from screens.host import Host
 
 # Widths include a one-space gap (no cell padding), so all twelve columns fit 80 terminal columns.
-COLUMNS = (("", "mark", 7), ("step", "step", 5), ("mode", "mode", 7), ("json", "json", 5), ("tool", "tool", 5),
-           ("args", "args", 5), ("success 95%CI", "success", 15), ("Δbase", "delta", 6), ("unsafe", "unsafe", 7),
-           ("test", "test", 6), ("tok", "tokens", 4), ("n", "n", 4))
+COLUMNS = (
+    ("", "mark", 7),
+    ("step", "step", 5),
+    ("mode", "mode", 7),
+    ("json", "json", 5),
+    ("tool", "tool", 5),
+    ("args", "args", 5),
+    ("success 95%CI", "success", 15),
+    ("Δbase", "delta", 6),
+    ("unsafe", "unsafe", 7),
+    ("test", "test", 6),
+    ("tok", "tokens", 4),
+    ("n", "n", 4),
+)
 SPLIT_ROLE = {"validation": "decides promotion", "test": "reported only, decides nothing"}
 
 
@@ -54,8 +66,13 @@ class EvalsScreen(Screen):
     ]
 
     class Loaded(Message):
-        def __init__(self, evals: list[Eval], checkpoints: list[Checkpoint], steps: list[Step],
-                     promotion: str | None = None) -> None:
+        def __init__(
+            self,
+            evals: list[Eval],
+            checkpoints: list[Checkpoint],
+            steps: list[Step],
+            promotion: str | None = None,
+        ) -> None:
             super().__init__()
             self.evals, self.checkpoints, self.steps = evals, checkpoints, steps
             self.promotion = promotion  # the last promotion decision's message (why), if any
@@ -110,10 +127,15 @@ class EvalsScreen(Screen):
         rows = eval_rows(message.evals, message.checkpoints, self.mode, split=self.split)
         self.evals = [r.eval for r in rows]
         self.best = best_eval(self.evals)  # validation only: test rows never get a best or a promotion mark
-        base_success = baseline_value(self.evals) if self.split == "validation" else next(
-            (r.eval.success for r in rows if r.eval.is_baseline), None)
+        base_success = (
+            baseline_value(self.evals)
+            if self.split == "validation"
+            else next((r.eval.success for r in rows if r.eval.is_baseline), None)
+        )
         # The test split's success beside each validation row: the same policy (step, checkpoint, mode).
-        tests = {(e.step, e.checkpoint_id, e.mode, e.is_baseline): e for e in message.evals if e.split == "test"}
+        tests = {
+            (e.step, e.checkpoint_id, e.mode, e.is_baseline): e for e in message.evals if e.split == "test"
+        }
         table = self.query_one(DataTable)
         table.clear()
         for r in rows:  # baseline first, then checkpoints in step order
@@ -121,26 +143,46 @@ class EvalsScreen(Screen):
             is_best = self.best is not None and e.id == self.best.id
             # best: the highest held-out success; promoted: what the promotion rule chose (it must beat the
             # baseline on success with no more unsafe calls), the checkpoint a user should ship.
-            mark = (Text("★promo" if is_best else "promo", style="bold green") if r.promoted
-                    else Text("★ best", style="bold green") if is_best
-                    else Text("base", style="bold") if e.is_baseline else Text(""))
+            mark = (
+                Text("★promo" if is_best else "promo", style="bold green")
+                if r.promoted
+                else Text("★ best", style="bold green")
+                if is_best
+                else Text("base", style="bold")
+                if e.is_baseline
+                else Text("")
+            )
             success = Text(pct(e.success, 1), style="bold" if is_best else "")
             lo, hi = e.metric("success_ci_low"), e.metric("success_ci_high")
             if lo is not None and hi is not None:
                 success.append(f" {100 * lo:.0f}–{100 * hi:.0f}", style="dim")
-            delta = None if base_success is None or e.success is None or e.is_baseline else e.success - base_success
+            delta = (
+                None
+                if base_success is None or e.success is None or e.is_baseline
+                else e.success - base_success
+            )
             unsafe = e.metric("unsafe_rate")
             # A checkpoint saved at another step than its eval says so after the step.
             ck = r.checkpoint_step
             table.add_row(
-                mark, str(e.step) if ck in (None, e.step) else f"{e.step}@{ck}",
-                e.mode, pct(e.metric("valid_json_rate")), pct(e.metric("correct_tool_rate")),
-                pct(e.metric("correct_args_rate")), success,
-                Text("" if delta is None else f"{100 * delta:+.0f}pp", style="green" if (delta or 0) > 0 else "red"),
+                mark,
+                str(e.step) if ck in (None, e.step) else f"{e.step}@{ck}",
+                e.mode,
+                pct(e.metric("valid_json_rate")),
+                pct(e.metric("correct_tool_rate")),
+                pct(e.metric("correct_args_rate")),
+                success,
+                Text(
+                    "" if delta is None else f"{100 * delta:+.0f}pp",
+                    style="green" if (delta or 0) > 0 else "red",
+                ),
                 Text(pct(unsafe), style="bold red" if (unsafe or 0) > 0 else ""),
-                pct(t.success) if self.split == "validation" and (
-                    t := tests.get((e.step, e.checkpoint_id, e.mode, e.is_baseline))) else "",
-                num(e.metric("mean_tokens"), 0), str(e.metrics.get("n", "–")),
+                pct(t.success)
+                if self.split == "validation"
+                and (t := tests.get((e.step, e.checkpoint_id, e.mode, e.is_baseline)))
+                else "",
+                num(e.metric("mean_tokens"), 0),
+                str(e.metrics.get("n", "–")),
                 key=str(e.id),
             )
         mode = self.mode or "all modes"
@@ -149,9 +191,14 @@ class EvalsScreen(Screen):
         if promoted is not None and promoted is not self.best:
             best += f" · promoted: step {promoted.step} ({pct(promoted.success, 1)})"
         self.query_one("#evals-title", Static).update(
-            Text(f"{self.split.capitalize()} ({SPLIT_ROLE[self.split]}) · {mode} (m, s switch){best}", style="bold")
+            Text(
+                f"{self.split.capitalize()} ({SPLIT_ROLE[self.split]}) · {mode} (m, s switch){best}",
+                style="bold",
+            )
         )
-        flags = eval_flags(message.steps, [e for e in message.evals if self.mode is None or e.mode == self.mode])
+        flags = eval_flags(
+            message.steps, [e for e in message.evals if self.mode is None or e.mode == self.mode]
+        )
         body = Text()
         if message.promotion:
             body.append("promotion: ", style="bold")
@@ -178,7 +225,9 @@ class EvalsScreen(Screen):
                 text.append(f"{line[0].removeprefix('multi-step: ')} (n={line[1]}): ")
                 text.append(" → ".join(line[2:-1]), style="dim")
                 delta = line[-1]
-                text.append(f"  Δ {delta}\n", style="green" if delta.startswith("+") and "[+" in delta else "")
+                text.append(
+                    f"  Δ {delta}\n", style="green" if delta.startswith("+") and "[+" in delta else ""
+                )
         if lines:
             text.append("per skill  " + "  ".join(h for h in header[2:]) + "\n", style="bold")
             for line in lines:

@@ -64,7 +64,9 @@ class EventsScreen(Screen):
         for e in events:
             table.add_row(
                 dt.datetime.fromtimestamp(e.created).strftime("%H:%M:%S"),
-                Text(e.kind, style=KIND_STYLE.get(e.kind, "")), clip(e.message, 300), key=str(e.id),
+                Text(e.kind, style=KIND_STYLE.get(e.kind, "")),
+                clip(e.message, 300),
+                key=str(e.id),
             )
         self.last_id = events[-1].id
         self.query_one("#events-title", Static).update(f"Event log · {table.row_count} events (newest last)")

@@ -58,12 +58,19 @@ class FilterScreen(ModalScreen[TrajectoryFilter | None]):
                 yield Label("verifier")
                 yield Select(
                     [(v.title + (" (active)" if v.active else ""), v.id) for v in self.verifiers],
-                    value=f.verifier_id if f.verifier_id is not None else Select.NULL, allow_blank=True,
-                    prompt="any version", id="verifier_id",
+                    value=f.verifier_id if f.verifier_id is not None else Select.NULL,
+                    allow_blank=True,
+                    prompt="any version",
+                    id="verifier_id",
                 )
                 yield Label("split")
-                yield Select([(s, s) for s in SPLITS], value=f.split if f.split else Select.NULL, allow_blank=True,
-                             prompt="any split", id="split")
+                yield Select(
+                    [(s, s) for s in SPLITS],
+                    value=f.split if f.split else Select.NULL,
+                    allow_blank=True,
+                    prompt="any split",
+                    id="split",
+                )
             yield Checkbox("errors only", f.errors_only, id="errors_only")
             yield Static("ctrl+s: apply · esc: cancel", classes="muted")
             with Horizontal(classes="modal-buttons"):
@@ -81,10 +88,14 @@ class FilterScreen(ModalScreen[TrajectoryFilter | None]):
         try:
             flt = dataclasses.replace(
                 self.flt,
-                reward_min=self._value("reward_min", float), reward_max=self._value("reward_max", float),
-                step_min=self._value("step_min", int), step_max=self._value("step_max", int),
-                task_id=self._value("task_id", int), verifier_id=self._select("verifier_id"),
-                split=self._select("split"), errors_only=self.query_one("#errors_only", Checkbox).value,
+                reward_min=self._value("reward_min", float),
+                reward_max=self._value("reward_max", float),
+                step_min=self._value("step_min", int),
+                step_max=self._value("step_max", int),
+                task_id=self._value("task_id", int),
+                verifier_id=self._select("verifier_id"),
+                split=self._select("split"),
+                errors_only=self.query_one("#errors_only", Checkbox).value,
             )
         except ValueError as exc:
             self.notify(f"not a number: {exc}", severity="error")

@@ -13,8 +13,15 @@ from typing import Any
 from workbench.view import FULL_REWARD, STATUSES, Task, ToolCall
 
 STATUS_STYLE = {
-    "created": "dim", "starting": "cyan", "running": "bold green", "pausing": "yellow", "paused": "bold yellow",
-    "stopping": "yellow", "stopped": "dim", "crashed": "bold red", "finished": "bold cyan",
+    "created": "dim",
+    "starting": "cyan",
+    "running": "bold green",
+    "pausing": "yellow",
+    "paused": "bold yellow",
+    "stopping": "yellow",
+    "stopped": "dim",
+    "crashed": "bold red",
+    "finished": "bold cyan",
 }
 assert set(STATUS_STYLE) == set(STATUSES), "a run status without a style"
 

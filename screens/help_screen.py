@@ -15,7 +15,9 @@ from workbench.view import ACTIONS
 
 
 def _bindings_table(app: App, title: str, bindings: list) -> Table:
-    table = Table(title=title, title_justify="left", title_style="bold", show_header=False, box=None, pad_edge=False)
+    table = Table(
+        title=title, title_justify="left", title_style="bold", show_header=False, box=None, pad_edge=False
+    )
     table.add_column("key", style="bold cyan", no_wrap=True, min_width=10)
     table.add_column("action")
     for b in bindings:
@@ -30,8 +32,14 @@ def _bindings_table(app: App, title: str, bindings: list) -> Table:
 
 
 def _rules_table() -> Table:
-    table = Table(title="When the run controls work", title_justify="left", title_style="bold", show_header=False,
-                  box=None, pad_edge=False)
+    table = Table(
+        title="When the run controls work",
+        title_justify="left",
+        title_style="bold",
+        show_header=False,
+        box=None,
+        pad_edge=False,
+    )
     table.add_column("control", style="bold cyan", no_wrap=True, min_width=10)
     table.add_column("when")
     for a in ACTIONS:
@@ -53,7 +61,9 @@ class HelpScreen(ModalScreen[None]):
                 for title, bindings in self.sections:
                     yield Static(_bindings_table(self.app, title, bindings))
                 yield Static(_rules_table())
-                yield Static("ctrl+p opens the command palette (its entries follow the run's state).", classes="muted")
+                yield Static(
+                    "ctrl+p opens the command palette (its entries follow the run's state).", classes="muted"
+                )
             yield Static("esc: close", classes="muted")
 
     def action_close(self) -> None:

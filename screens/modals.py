@@ -56,11 +56,16 @@ class QuitScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="modal-box"):
-            yield Label(f"Run #{self.run_id} is training. Keep it training in the background?", classes="modal-title")
+            yield Label(
+                f"Run #{self.run_id} is training. Keep it training in the background?", classes="modal-title"
+            )
             wb = workbench_command()  # what works from this shell (make demo leaves .venv/bin off PATH)
-            yield Static(f"It goes on without this window. Come back with `{wb} tui --db {self.db_path}`, "
-                         f"see it with `{wb} ls --db {self.db_path}`, stop it with "
-                         f"`{wb} stop {self.run_id} --db {self.db_path}`.", classes="muted")
+            yield Static(
+                f"It goes on without this window. Come back with `{wb} tui --db {self.db_path}`, "
+                f"see it with `{wb} ls --db {self.db_path}`, stop it with "
+                f"`{wb} stop {self.run_id} --db {self.db_path}`.",
+                classes="muted",
+            )
             with Horizontal(classes="modal-buttons"):
                 yield Button("Cancel (esc)", id="cancel", compact=True)
                 yield Button("Stop training (s)", id="stop", variant="error", compact=True)
@@ -78,8 +83,15 @@ class PromptScreen(ModalScreen[str | None]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="prompt.cancel")]
 
-    def __init__(self, title: str, *, placeholder: str = "", value: str = "", detail: str = "",
-                 check: Callable[[str], str | None] | None = None) -> None:
+    def __init__(
+        self,
+        title: str,
+        *,
+        placeholder: str = "",
+        value: str = "",
+        detail: str = "",
+        check: Callable[[str], str | None] | None = None,
+    ) -> None:
         super().__init__()
         self.title_text, self.placeholder, self.value, self.detail = title, placeholder, value, detail
         self.check = check  # the answer's error (shown here, the prompt stays open), None when it is fine
@@ -102,7 +114,9 @@ class PromptScreen(ModalScreen[str | None]):
         shown = self.query("#prompt-error")
         if shown:
             shown.first(Static).update(text)
-        elif event.input.parent is not None:  # mounted on the first error only: an unerring prompt is unchanged
+        elif (
+            event.input.parent is not None
+        ):  # mounted on the first error only: an unerring prompt is unchanged
             event.input.parent.mount(Static(text, id="prompt-error"), before=event.input)
 
     def action_cancel(self) -> None:

@@ -57,10 +57,14 @@ class RunsScreen(Screen):
         for r in message.runs:
             state = worker_state(r, now)
             table.add_row(
-                str(r.id), r.name, Text(r.status, style=STATUS_STYLE.get(r.status, "")),
+                str(r.id),
+                r.name,
+                Text(r.status, style=STATUS_STYLE.get(r.status, "")),
                 Text(state, style="green" if state == "alive" else "dim"),
-                "–" if r.last_step is None else str(r.last_step), r.model,
-                dt.datetime.fromtimestamp(r.created).strftime("%Y-%m-%d %H:%M"), key=str(r.id),
+                "–" if r.last_step is None else str(r.last_step),
+                r.model,
+                dt.datetime.fromtimestamp(r.created).strftime("%Y-%m-%d %H:%M"),
+                key=str(r.id),
             )
         table.focus()
 

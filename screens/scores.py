@@ -38,7 +38,7 @@ def sparkline(values: Sequence[float], width: int) -> str:
         vals = [
             sum(chunk) / len(chunk)
             for i in range(width)
-            if (chunk := vals[int(i * size): max(int(i * size) + 1, int((i + 1) * size))])
+            if (chunk := vals[int(i * size) : max(int(i * size) + 1, int((i + 1) * size))])
         ]
     lo, hi = min(vals), max(vals)
     if hi - lo < EPS:
@@ -50,7 +50,9 @@ def _bin_style(i: int, bins: int, lo: float, hi: float) -> str:
     return reward_style(lo + i * (hi - lo) / max(1, bins - 1))
 
 
-def render_histogram(counts: Sequence[int], height: int, col: int = 3, lo: float = -1.0, hi: float = 1.0) -> Text:
+def render_histogram(
+    counts: Sequence[int], height: int, col: int = 3, lo: float = -1.0, hi: float = 1.0
+) -> Text:
     """A vertical bar chart, `height` rows tall, one `col`-wide column per bin, with an axis line."""
     peak = max(counts) if counts else 0
     text = Text()
@@ -97,10 +99,14 @@ def render_scores(
     shares = failure_shares(rows)
     fail = Text()
     wide = width >= 60
-    for i, (label, name, style) in enumerate((
-        ("bad JSON", "invalid_json", "red"), ("wrong tool", "wrong_tool", "yellow"),
-        ("wrong args", "wrong_args", "yellow"), ("unsafe", "unsafe", "bold red"),
-    )):
+    for i, (label, name, style) in enumerate(
+        (
+            ("bad JSON", "invalid_json", "red"),
+            ("wrong tool", "wrong_tool", "yellow"),
+            ("wrong args", "wrong_args", "yellow"),
+            ("unsafe", "unsafe", "bold red"),
+        )
+    ):
         share = shares.share(name)
         fail.append(f"{label} ", style="dim")
         fail.append("–" if share is None else f"{100 * share:.0f}%", style=style if share else "")
@@ -116,7 +122,7 @@ def render_scores(
     for name, points in series.items():
         values = [v for _, v in points]
         parts.append(f"{name[:10]:<10} ", style="dim")
-        parts.append(sparkline(values[-spark_w * 4:], spark_w), style="cyan")
+        parts.append(sparkline(values[-spark_w * 4 :], spark_w), style="cyan")
         parts.append(f" {values[-1]:+.2f}\n")
     parts.rstrip()
     if not parts:

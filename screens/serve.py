@@ -47,21 +47,30 @@ def _server_class() -> type:
             return app
 
         @web.middleware
-        async def _guard_middleware(self, request: web.Request,
-                                    handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-                                    ) -> web.StreamResponse:
+        async def _guard_middleware(
+            self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+        ) -> web.StreamResponse:
             query_token = request.query.get("token")
-            refusal = self.guard.check(host=request.headers.get("Host"), origin=request.headers.get("Origin"),
-                                       query_token=query_token,
-                                       cookie_token=request.cookies.get(self.guard.cookie_name))
+            refusal = self.guard.check(
+                host=request.headers.get("Host"),
+                origin=request.headers.get("Origin"),
+                query_token=query_token,
+                cookie_token=request.cookies.get(self.guard.cookie_name),
+            )
             if refusal is not None:
                 return web.Response(status=refusal.status, text=f"workbench serve: {refusal.reason}\n")
             if query_token is not None and request.method == "GET" and request.path == "/":
                 # Trade the token for a cookie and drop it from the address bar and the history.
                 rest = {k: v for k, v in request.query.items() if k != "token"}
                 response = web.HTTPFound("/" + (f"?{urlencode(rest)}" if rest else ""))
-                response.set_cookie(self.guard.cookie_name, self.guard.token, httponly=True, samesite="Strict",
-                                    path="/", secure=self.public_url.startswith("https"))
+                response.set_cookie(
+                    self.guard.cookie_name,
+                    self.guard.token,
+                    httponly=True,
+                    samesite="Strict",
+                    path="/",
+                    secure=self.public_url.startswith("https"),
+                )
                 return response
             return await handler(request)
 
@@ -71,8 +80,15 @@ def _server_class() -> type:
     return GuardedServer
 
 
-def serve(db: str, *, host: str = "127.0.0.1", port: int = 8000, run: int | None = None,
-          public_url: str | None = None, guard: Guard | None = None) -> None:
+def serve(
+    db: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    run: int | None = None,
+    public_url: str | None = None,
+    guard: Guard | None = None,
+) -> None:
     """Serve `workbench tui --db DB` on HOST:PORT until interrupted; prints the URL with the access token."""
     server_class = _server_class()
     guard = guard or Guard(host, port, public_url)
@@ -83,8 +99,9 @@ def serve(db: str, *, host: str = "127.0.0.1", port: int = 8000, run: int | None
     # its brackets.
     page_url = public_url or guard.url().split("/?", 1)[0]
     print(f"open {guard.url()}", flush=True)
-    server_class(shlex.join(command), guard, host=host, port=port, title="Workbench",
-                 public_url=page_url.rstrip("/")).serve()
+    server_class(
+        shlex.join(command), guard, host=host, port=port, title="Workbench", public_url=page_url.rstrip("/")
+    ).serve()
 
 
 def run_serve(db: str, *, host: str, port: int, run: int | None = None, public_url: str | None = None) -> int:
@@ -96,9 +113,11 @@ def run_serve(db: str, *, host: str, port: int, run: int | None = None, public_u
         print(f"workbench serve: {e}", file=sys.stderr)
         return 2
     if not is_loopback(host) and not (public_url or "").startswith("https:"):
-        print(f"warning: listening on {host} over plain http: the token crosses the network in clear; "
-              "an SSH tunnel to 127.0.0.1 (README) or an https proxy (--public-url https://...) is safer",
-              file=sys.stderr)
+        print(
+            f"warning: listening on {host} over plain http: the token crosses the network in clear; "
+            "an SSH tunnel to 127.0.0.1 (README) or an https proxy (--public-url https://...) is safer",
+            file=sys.stderr,
+        )
     print(f"serving {db} (Ctrl+C to stop); only this URL lets a browser in:", flush=True)
     serve(db, host=host, port=port, run=run, public_url=public_url, guard=guard)
     return 0

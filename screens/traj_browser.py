@@ -53,7 +53,9 @@ class Browser:
             k = self.key(anchor)
             # Cursors are exclusive: nudge the id one past the anchor so the anchor itself comes first.
             after = (*k[:-1], k[-1] + (1 if self.descending else -1))
-        return FetchRequest("start", dataclasses.replace(self.flt), self.order, self.descending, after, self.generation)
+        return FetchRequest(
+            "start", dataclasses.replace(self.flt), self.order, self.descending, after, self.generation
+        )
 
     def step(self, delta: int) -> FetchRequest | None:
         """Move by one; returns a fetch to run when the window's edge is reached (index unchanged then)."""
@@ -64,10 +66,13 @@ class Browser:
             self.index = target
             return None
         if delta > 0 and not self.at_end:
-            return FetchRequest("forward", self.flt, self.order, self.descending, self.key(self.rows[-1]), self.generation)
+            return FetchRequest(
+                "forward", self.flt, self.order, self.descending, self.key(self.rows[-1]), self.generation
+            )
         if delta < 0 and not self.at_start:
-            return FetchRequest("backward", self.flt, self.order, not self.descending, self.key(self.rows[0]),
-                                self.generation)
+            return FetchRequest(
+                "backward", self.flt, self.order, not self.descending, self.key(self.rows[0]), self.generation
+            )
         return None
 
     def apply(self, req: FetchRequest, rows: list[Trajectory]) -> bool:
@@ -112,9 +117,11 @@ def fetch(view: View, req: FetchRequest) -> list[Trajectory]:
 def describe(flt: TrajectoryFilter, order: str, descending: bool) -> str:
     parts = []
     if flt.reward_min is not None or flt.reward_max is not None:
-        parts.append(f"reward {flt.reward_min if flt.reward_min is not None else '…'}..{flt.reward_max if flt.reward_max is not None else '…'}")
+        low, high = ("…" if v is None else v for v in (flt.reward_min, flt.reward_max))
+        parts.append(f"reward {low}..{high}")
     if flt.step_min is not None or flt.step_max is not None:
-        parts.append(f"step {flt.step_min if flt.step_min is not None else '…'}..{flt.step_max if flt.step_max is not None else '…'}")
+        low, high = ("…" if v is None else v for v in (flt.step_min, flt.step_max))
+        parts.append(f"step {low}..{high}")
     for label, value in (("task", flt.task_id), ("verifier", flt.verifier_id), ("split", flt.split)):
         if value is not None:
             parts.append(f"{label} {value}")

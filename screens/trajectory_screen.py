@@ -47,7 +47,9 @@ class TrajectoryScreen(Screen):
     BINDINGS = [
         Binding("n", "move(1)", "Next", id="trajectories.next"),
         Binding("p", "move(-1)", "Prev", id="trajectories.prev"),
-        Binding("g", "toggle_group", "Group", id="trajectories.group", tooltip="Show the G members of the group"),
+        Binding(
+            "g", "toggle_group", "Group", id="trajectories.group", tooltip="Show the G members of the group"
+        ),
         Binding("plus", "label('good')", "Good", id="trajectories.good", tooltip="Label good, with a note"),
         Binding("minus", "label('bad')", "Bad", id="trajectories.bad", tooltip="Label bad, with a note"),
         Binding("slash", "search", "Search", id="trajectories.search"),
@@ -86,7 +88,9 @@ class TrajectoryScreen(Screen):
         yield Static(id="traj-filter")
         with Horizontal(id="traj-body"):
             with VerticalScroll(id="turns"):
-                yield Collapsible(Static(id="system-body"), title="system", id="system", classes="turn turn-system")
+                yield Collapsible(
+                    Static(id="system-body"), title="system", id="system", classes="turn turn-system"
+                )
             yield VerticalScroll(Static(id="side-body"), id="side")
         yield HorizontalScroll(id="group")
         yield KeyFooter(compact=True)
@@ -168,7 +172,9 @@ class TrajectoryScreen(Screen):
         if current is None or view is None:
             self._show_turns(None)
             self.shown = None
-            self.query_one("#traj-head", Static).update("No trajectory matches these filters (f: filters, /: search).")
+            self.query_one("#traj-head", Static).update(
+                "No trajectory matches these filters (f: filters, /: search)."
+            )
             self.query_one("#side-body", Static).update("")
             self.query_one("#group", HorizontalScroll).remove_children()
             return
@@ -177,7 +183,12 @@ class TrajectoryScreen(Screen):
         labels = view.labels(row.id)
         verdict = labels[-1].verdict if labels else None
         self.query_one("#traj-head", Static).update(
-            head_text(row, task=self._task_text(row.task_id), verifier=self._verifier_text(row.verifier_id), label=verdict)
+            head_text(
+                row,
+                task=self._task_text(row.task_id),
+                verifier=self._verifier_text(row.verifier_id),
+                label=verdict,
+            )
         )
         self._show_turns(row, self._story(row))
         turns.scroll_home(animate=False)
@@ -188,7 +199,9 @@ class TrajectoryScreen(Screen):
     def _show_turns(self, row: Trajectory | None, story: Story | None = None) -> None:
         """Update the turn widgets in place (mounting new ones only when a trajectory has more turns than
         any before): stepping with n / p then costs a repaint, not a remount."""
-        system, parts = story_parts(story) if story is not None else turn_parts(row) if row is not None else (None, [])
+        system, parts = (
+            story_parts(story) if story is not None else turn_parts(row) if row is not None else (None, [])
+        )
         box = self.query_one("#system", Collapsible)
         box.display = system is not None
         if system is not None:
@@ -204,7 +217,7 @@ class TrajectoryScreen(Screen):
             widget.set_classes(f"turn turn-msg turn-{role}")
             widget.update(renderable)
             widget.display = True
-        for widget in pool[len(parts):]:
+        for widget in pool[len(parts) :]:
             widget.display = False
 
     def _show_group(self, row: Trajectory) -> None:
@@ -217,10 +230,15 @@ class TrajectoryScreen(Screen):
             # Multi-step: the members' turns on the same lines, the first turn where they part marked.
             told = [s for s in stories if s is not None]
             lined = align(told)
-            group.border_title += (f" · they part at turn {lined.diverge} (▶)" if lined.diverge is not None
-                                   else " · every member took the same turns")
-            bodies = [aligned_member_text(m, s, lined, k, current=m.id == row.id)
-                      for k, (m, s) in enumerate(zip(members, told, strict=True))]
+            group.border_title += (
+                f" · they part at turn {lined.diverge} (▶)"
+                if lined.diverge is not None
+                else " · every member took the same turns"
+            )
+            bodies = [
+                aligned_member_text(m, s, lined, k, current=m.id == row.id)
+                for k, (m, s) in enumerate(zip(members, told, strict=True))
+            ]
         else:
             bodies = [member_text(m, current=m.id == row.id) for m in members]
         widgets = [
@@ -291,8 +309,14 @@ class TrajectoryScreen(Screen):
             if text is not None:
                 self._restart(dataclasses.replace(b.flt, text=text.strip() or None), keep_anchor=False)
 
-        self.app.push_screen(PromptScreen("Search completions and explanations", value=b.flt.text or "",
-                                          placeholder="text (empty clears)"), got)
+        self.app.push_screen(
+            PromptScreen(
+                "Search completions and explanations",
+                value=b.flt.text or "",
+                placeholder="text (empty clears)",
+            ),
+            got,
+        )
 
     def action_filters(self) -> None:
         b, view, run_id = self.browser, self.wb.view, self.wb.run_id
@@ -314,8 +338,13 @@ class TrajectoryScreen(Screen):
             if note is not None:
                 self._add_label(row.id, verdict, note.strip())
 
-        self.app.push_screen(PromptScreen(f"Label #{row.id} {verdict.upper()}: a note (optional)",
-                                          placeholder="why, e.g. 'right tool, 2 PM is fine'"), got)
+        self.app.push_screen(
+            PromptScreen(
+                f"Label #{row.id} {verdict.upper()}: a note (optional)",
+                placeholder="why, e.g. 'right tool, 2 PM is fine'",
+            ),
+            got,
+        )
 
     @work(thread=True, group="labels", exit_on_error=False)
     def _add_label(self, trajectory_id: int, verdict: str, note: str) -> None:

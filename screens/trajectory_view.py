@@ -29,7 +29,11 @@ def turn_parts(row: Trajectory) -> tuple[str | None, list[tuple[str, Group]]]:
         if t.tool_call is not None:
             head.append("  tool call → ", style="dim")
             head.append(t.tool_call.name, style="bold green")
-            body = Text(json.dumps(t.tool_call.args, ensure_ascii=False, indent=1) if t.tool_call.args else "(no args)")
+            body = Text(
+                json.dumps(t.tool_call.args, ensure_ascii=False, indent=1)
+                if t.tool_call.args
+                else "(no args)"
+            )
         elif t.role == "tool":
             head = Text("tool result", style=ROLE_STYLE["tool"])
         out.append((t.role if t.role in ROLE_STYLE else "other", Group(head, body)))
@@ -63,20 +67,28 @@ def side_text(row: Trajectory, labels: list[Label]) -> Group:
     table.add_column("value", justify="right")
     for name, value in row.reward_parts.items():
         table.add_row(name, Text(num(value, 2, signed=True), style=reward_style(value) if value else "dim"))
-    table.add_row(Text("total", style="bold"), Text(num(row.reward), style=f"bold {reward_style(row.reward)}"))
+    table.add_row(
+        Text("total", style="bold"), Text(num(row.reward), style=f"bold {reward_style(row.reward)}")
+    )
     items: list[Any] = [Text("reward parts", style="bold"), table, Text("")]
     items += [Text("verifier says", style="bold"), Text(row.explanation or "–"), Text("")]
     if row.error:
         items += [Text("error", style="bold red"), Text(row.error, style="red"), Text("")]
     if row.parse_error:
-        items += [Text("not a tool call", style="bold yellow"), Text(row.parse_error, style="yellow"), Text("")]
+        items += [
+            Text("not a tool call", style="bold yellow"),
+            Text(row.parse_error, style="yellow"),
+            Text(""),
+        ]
     if row.tool_calls:
         calls = [{"name": c.name, "arguments": c.args} for c in row.tool_calls]
         items += [Text("tool calls", style="bold"), Text(compact_json(calls)), Text("")]
     if labels:
         items.append(Text("labels", style="bold"))
         for lab in labels:
-            items.append(Text(f"{lab.verdict}: {lab.note or ''}", style="green" if lab.verdict == "good" else "red"))
+            items.append(
+                Text(f"{lab.verdict}: {lab.note or ''}", style="green" if lab.verdict == "good" else "red")
+            )
     return Group(*items)
 
 
@@ -86,7 +98,9 @@ def member_text(row: Trajectory, *, current: bool) -> Group:
     head.append("  ")
     head.append(num(row.reward), style=f"bold {reward_style(row.reward)}")
     head.append(f"  adv {num(row.advantage, 2, signed=True)}")
-    parts_line = Text(" ".join(f"{k[:5]}{num(v, 1, signed=True)}" for k, v in row.reward_parts.items()), style="dim")
+    parts_line = Text(
+        " ".join(f"{k[:5]}{num(v, 1, signed=True)}" for k, v in row.reward_parts.items()), style="dim"
+    )
     items = [head, parts_line, Text(row.completion or "")]
     if row.explanation:
         items.append(Text(clip(row.explanation, 200), style="italic"))
@@ -97,7 +111,11 @@ def member_text(row: Trajectory, *, current: bool) -> Group:
 
 # ---- a multi-step episode as a story -----------------------------------------------------------------
 
-STATUS_MARK = {"ok": ("✓", "dim"), "missing": ("✗ missing", "bold red"), "extra": ("✗ not expected", "bold yellow")}
+STATUS_MARK = {
+    "ok": ("✓", "dim"),
+    "missing": ("✗ missing", "bold red"),
+    "extra": ("✗ not expected", "bold yellow"),
+}
 
 
 def item_text(collection: str, item: dict[str, Any]) -> str:
@@ -113,7 +131,10 @@ def item_text(collection: str, item: dict[str, Any]) -> str:
 
 
 def args_text(call: ToolCall) -> str:
-    return "  ".join(f"{k}={v if isinstance(v, str) else compact_json(v)}" for k, v in call.args.items()) or "(no args)"
+    return (
+        "  ".join(f"{k}={v if isinstance(v, str) else compact_json(v)}" for k, v in call.args.items())
+        or "(no args)"
+    )
 
 
 def result_text(result: Any, width: int = 400) -> Text:
@@ -123,7 +144,9 @@ def result_text(result: Any, width: int = 400) -> Text:
     # ", " separators (not compact JSON): a long result wraps at its items instead of mid-word
     if isinstance(result, dict) and result.get("ok") is True:
         return Text(f"→ {clip(json.dumps(result.get('result'), ensure_ascii=False), width)}", style="green")
-    return Text(f"→ {clip(json.dumps(result, ensure_ascii=False) if not isinstance(result, str) else result, width)}")
+    return Text(
+        f"→ {clip(json.dumps(result, ensure_ascii=False) if not isinstance(result, str) else result, width)}"
+    )
 
 
 def changes_text(changes: tuple[Change, ...]) -> Text:
@@ -133,8 +156,10 @@ def changes_text(changes: tuple[Change, ...]) -> Text:
     for k, c in enumerate(changes):
         if k:
             out.append("; ")
-        out.append(f"{'−' if c.sign == '-' else '+'} {item_text(c.collection, c.item)}",
-                   style="red" if c.sign == "-" else "green")
+        out.append(
+            f"{'−' if c.sign == '-' else '+'} {item_text(c.collection, c.item)}",
+            style="red" if c.sign == "-" else "green",
+        )
     return out
 
 
@@ -156,15 +181,23 @@ def story_turn(turn: StoryTurn) -> Group:
         items.append(line)
         if call.name != FINISH:
             idx = ran.index(call) if call in ran else k
-            items.append(result_text(turn.results[idx]) if idx < len(turn.results)
-                         else Text("(no stored result)", style="dim"))
+            items.append(
+                result_text(turn.results[idx])
+                if idx < len(turn.results)
+                else Text("(no stored result)", style="dim")
+            )
     if ran:
         items.append(changes_text(turn.changes))
     for reason in turn.unsafe:
         items.append(Text(f"⚠ unsafe: {reason}", style="bold red"))
     if turn.replay_differs:
-        items.append(Text("the replay gave another result than the stored one: the world shown may differ from "
-                          "the run's", style="bold yellow"))
+        items.append(
+            Text(
+                "the replay gave another result than the stored one: the world shown may differ from "
+                "the run's",
+                style="bold yellow",
+            )
+        )
     return Group(*items)
 
 
@@ -175,7 +208,9 @@ def final_text(story: Story) -> Group:
     if check.matches:
         head.append("matches ✓", style="bold green")
     else:
-        head.append(f"{check.differences} difference{'s' if check.differences != 1 else ''} ✗", style="bold red")
+        head.append(
+            f"{check.differences} difference{'s' if check.differences != 1 else ''} ✗", style="bold red"
+        )
     if story.unsafe:
         head.append(f"  · unsafe: {story.unsafe[0]}", style="bold red")
     lines: list[Any] = [head]
@@ -188,24 +223,36 @@ def final_text(story: Story) -> Group:
     if not check.items:
         lines.append(Text("  (empty: no events, emails or reminders, as expected)", style="dim"))
     if story.replay_differs:
-        lines.append(Text("replayed from the stored calls; some stored results differed (see the turns)",
-                          style="yellow"))
+        lines.append(
+            Text(
+                "replayed from the stored calls; some stored results differed (see the turns)", style="yellow"
+            )
+        )
     return Group(*lines)
 
 
 def story_parts(story: Story) -> tuple[str | None, list[tuple[str, Group]]]:
     """(the system prompt or None, [(class, renderable)]): the harness's example and the request as turns, then
     one block per turn (call, result, world diff), then the final state against the expected one."""
-    system = "\n\n".join(content_text(m.get("content")) for m in story.lead if m.get("role") == "system") or None
+    system = (
+        "\n\n".join(content_text(m.get("content")) for m in story.lead if m.get("role") == "system") or None
+    )
     lead = [m for m in story.lead if m.get("role") != "system"]
     out: list[tuple[str, Group]] = []
     if len(lead) > 1:  # the harness's worked example: one dim block, so the episode itself starts high up
         lines = [Text("harness example", style="dim bold")]
-        lines += [Text(f"{m.get('role', '?')}: {clip(content_text(m.get('content')), 300)}", style="dim")
-                  for m in lead[:-1]]
+        lines += [
+            Text(f"{m.get('role', '?')}: {clip(content_text(m.get('content')), 300)}", style="dim")
+            for m in lead[:-1]
+        ]
         out.append(("other", Group(*lines)))
     if lead:
-        out.append(("user", Group(Text("request", style=ROLE_STYLE["user"]), Text(content_text(lead[-1].get("content"))))))
+        out.append(
+            (
+                "user",
+                Group(Text("request", style=ROLE_STYLE["user"]), Text(content_text(lead[-1].get("content")))),
+            )
+        )
     for turn in story.turns:
         out.append(("given" if turn.given else "step", story_turn(turn)))
     out.append(("final-ok" if story.check.matches and not story.unsafe else "final-bad", final_text(story)))
@@ -217,7 +264,9 @@ def _line(text: str, style: str = "") -> Text:
     return Text(text, style=style, no_wrap=True, overflow="ellipsis")
 
 
-def aligned_member_text(row: Trajectory, story: Story, alignment: Alignment, index: int, *, current: bool) -> Group:
+def aligned_member_text(
+    row: Trajectory, story: Story, alignment: Alignment, index: int, *, current: bool
+) -> Group:
     """One member of a group, its turns on the same lines as the others' (three lines a turn), the turn where
     the group parts marked, and its final state."""
     head = Text(no_wrap=True, overflow="ellipsis")
@@ -225,8 +274,10 @@ def aligned_member_text(row: Trajectory, story: Story, alignment: Alignment, ind
     head.append("  ")
     head.append(num(row.reward), style=f"bold {reward_style(row.reward)}")
     head.append(f"  adv {num(row.advantage, 2, signed=True)}")
-    items: list[Any] = [head,
-                        _line(" ".join(f"{k[:5]}{num(v, 1, signed=True)}" for k, v in row.reward_parts.items()), "dim")]
+    items: list[Any] = [
+        head,
+        _line(" ".join(f"{k[:5]}{num(v, 1, signed=True)}" for k, v in row.reward_parts.items()), "dim"),
+    ]
     for k, turns_at in enumerate(alignment.rows):
         turn = turns_at[index]
         marked = alignment.diverge == k + 1
@@ -236,8 +287,11 @@ def aligned_member_text(row: Trajectory, story: Story, alignment: Alignment, ind
             items += [_line(f"{prefix}{k + 1} ·", "dim"), _line(""), _line("")]
             continue
         if not turn.calls:
-            items += [_line(f"{prefix}{k + 1} no call (ends)", style or "yellow"),
-                      _line(f"   {turn.reply}", "dim"), _line("")]
+            items += [
+                _line(f"{prefix}{k + 1} no call (ends)", style or "yellow"),
+                _line(f"   {turn.reply}", "dim"),
+                _line(""),
+            ]
             continue
         names = ", ".join(c.name for c in turn.calls)
         items.append(_line(f"{prefix}{k + 1} {names}", style or "bold"))
@@ -248,17 +302,32 @@ def aligned_member_text(row: Trajectory, story: Story, alignment: Alignment, ind
         elif isinstance(result, dict) and result.get("ok") is False:
             items.append(_line(f"   ✗ {result.get('error', '')}", "red"))
         elif turn.changes:
-            items.append(_line("   " + "; ".join(f"{'−' if c.sign == '-' else '+'}{item_text(c.collection, c.item)}"
-                                                 for c in turn.changes), "green"))
+            items.append(
+                _line(
+                    "   "
+                    + "; ".join(
+                        f"{'−' if c.sign == '-' else '+'}{item_text(c.collection, c.item)}"
+                        for c in turn.changes
+                    ),
+                    "green",
+                )
+            )
         else:
             items.append(_line("   ok, world unchanged" if result is not None else "", "dim"))
     check = story.check
-    items.append(_line("state ✓ as expected" if check.matches and not story.unsafe
-                       else f"state ✗ {check.differences} off" + (" · unsafe" if story.unsafe else ""),
-                       "bold green" if check.matches and not story.unsafe else "bold red"))
+    items.append(
+        _line(
+            "state ✓ as expected"
+            if check.matches and not story.unsafe
+            else f"state ✗ {check.differences} off" + (" · unsafe" if story.unsafe else ""),
+            "bold green" if check.matches and not story.unsafe else "bold red",
+        )
+    )
     for status, collection, item in check.items:
         if status != "ok":
-            items.append(_line(f"  {STATUS_MARK[status][0]} {item_text(collection, item)}", STATUS_MARK[status][1]))
+            items.append(
+                _line(f"  {STATUS_MARK[status][0]} {item_text(collection, item)}", STATUS_MARK[status][1])
+            )
     if row.explanation:
         items.append(Text(clip(row.explanation, 200), style="italic"))
     return Group(*items)

@@ -41,9 +41,13 @@ if TYPE_CHECKING:
     from workbench.view.store_view import DryRunControl  # (its home: workbench.verifier_edit)
 
 DRY_RUN_N = 100  # training trajectories re-scored, and the newest DRY_RUN_N // 2 eval ones
-MIN_ROWS = 8  # one group of the default G: fewer re-scored rows and the dry run is not ok (it checked too little)
-DRY_HINT = (f"No dry run yet: ctrl+d re-scores the last {DRY_RUN_N} training and {DRY_RUN_N // 2} eval "
-            f"trajectories (at least {MIN_ROWS} in all, or it is not ok).")
+MIN_ROWS = (
+    8  # one group of the default G: fewer re-scored rows and the dry run is not ok (it checked too little)
+)
+DRY_HINT = (
+    f"No dry run yet: ctrl+d re-scores the last {DRY_RUN_N} training and {DRY_RUN_N // 2} eval "
+    f"trajectories (at least {MIN_ROWS} in all, or it is not ok)."
+)
 BUILTIN = "tool_call_verifier"
 NARROW = 120  # below this width the editor and the results stack vertically
 PROGRESS_S = 0.25  # how often the status line shows the dry run's rows re-scored so far
@@ -73,7 +77,9 @@ def summary_text(summary: dict[str, Any]) -> Text:
     t.append(num(summary.get("mean_old"), 2, signed=True), style=reward_style(summary.get("mean_old")))
     t.append(" → ")
     t.append(num(summary.get("mean_new"), 2, signed=True), style=reward_style(summary.get("mean_new")))
-    t.append(f"  label agreement {pct(summary.get('label_agreement_old'))} → {pct(summary.get('label_agreement_new'))}")
+    t.append(
+        f"  label agreement {pct(summary.get('label_agreement_old'))} → {pct(summary.get('label_agreement_new'))}"
+    )
     if summary.get("errors"):
         t.append(f"  errors {summary['errors']}", style="bold red")
     return t
@@ -84,14 +90,30 @@ class VerifierEditorScreen(Screen):
     BINDINGS = [
         Binding("ctrl+d", "dry_run", "Dry run", id="verifier.dry_run", priority=True),
         Binding("ctrl+a", "apply", "Apply", id="verifier.apply", priority=True),
-        Binding("ctrl+o", "load_version", "Load version", id="verifier.load_version", priority=True,
-                tooltip="Put the selected history version into the editor"),
-        Binding("ctrl+r", "toggle_results", "Results", id="verifier.results",
-                tooltip="Narrow terminal: show the dry run's results / the editor"),
+        Binding(
+            "ctrl+o",
+            "load_version",
+            "Load version",
+            id="verifier.load_version",
+            priority=True,
+            tooltip="Put the selected history version into the editor",
+        ),
+        Binding(
+            "ctrl+r",
+            "toggle_results",
+            "Results",
+            id="verifier.results",
+            tooltip="Narrow terminal: show the dry run's results / the editor",
+        ),
         # While a dry run runs Esc cancels it, wherever the focus is (the editor takes Esc to move the focus).
         Binding("escape", "cancel_dry_run", "Cancel dry run", id="verifier.cancel_dry_run", priority=True),
-        Binding("escape", "back", "Back", id="verifier.back",
-                tooltip="Back (from the editor: twice; asks first when an edit was not applied)"),
+        Binding(
+            "escape",
+            "back",
+            "Back",
+            id="verifier.back",
+            tooltip="Back (from the editor: twice; asks first when an edit was not applied)",
+        ),
     ]
 
     class DryRunDone(Message):
@@ -125,8 +147,14 @@ class VerifierEditorScreen(Screen):
                 with TabPane("Dry run", id="tab-dry"):
                     yield Static(DRY_HINT, id="dry-summary")
                     table: DataTable = DataTable(cursor_type="row", id="dry-table")
-                    for label, key in (("traj", "traj"), ("old", "old"), ("new", "new"), ("Δ", "delta"),
-                                       ("label", "label"), ("new explanation / error", "why")):
+                    for label, key in (
+                        ("traj", "traj"),
+                        ("old", "old"),
+                        ("new", "new"),
+                        ("Δ", "delta"),
+                        ("label", "label"),
+                        ("new explanation / error", "why"),
+                    ):
                         table.add_column(label, key=key)
                     yield table
                 with TabPane("History", id="tab-history"):
@@ -199,7 +227,9 @@ class VerifierEditorScreen(Screen):
         if action == "cancel_dry_run":
             return self.running and self._control is not None and not self._control.cancelled
         if action == "back" and self.running:
-            return False  # Esc is the cancel then (its priority binding); one Esc never both cancels and leaves
+            return (
+                False  # Esc is the cancel then (its priority binding); one Esc never both cancels and leaves
+            )
         if action == "toggle_results":
             return self.has_class("-narrow")
         return True
@@ -212,9 +242,12 @@ class VerifierEditorScreen(Screen):
         for v in reversed(self.history):  # newest first
             dry = v.dry_run or {}
             table.add_row(
-                f"v{v.version}", v.name, Text("✓", style="bold green") if v.active else "",
+                f"v{v.version}",
+                v.name,
+                Text("✓", style="bold green") if v.active else "",
                 f"{dry['changed']}/{dry['n']} changed" if "changed" in dry and "n" in dry else "–",
-                clip(v.note or "", 40), key=str(v.id),
+                clip(v.note or "", 40),
+                key=str(v.id),
             )
 
     # ---- dry run -------------------------------------------------------------------------------------
@@ -230,7 +263,9 @@ class VerifierEditorScreen(Screen):
             return
         self.running = True
         self._control = dry_run_control()
-        self._status(Text(f"dry run: re-scoring the last {DRY_RUN_N} trajectories… (esc cancels)", style="yellow"))
+        self._status(
+            Text(f"dry run: re-scoring the last {DRY_RUN_N} trajectories… (esc cancels)", style="yellow")
+        )
         self.query_one("#dry-run", Button).disabled = True
         self.refresh_bindings()
         self._progress_timer = self.set_interval(PROGRESS_S, self._show_progress)
@@ -259,14 +294,23 @@ class VerifierEditorScreen(Screen):
         run_id = self.wb.run_id
         assert run_id is not None
         with View.open(self.wb.db_path) as view:
-            result = view.dry_run(run_id, code, n=DRY_RUN_N, n_eval=DRY_RUN_N // 2, name=name, min_rows=MIN_ROWS,
-                                  control=control)
+            result = view.dry_run(
+                run_id,
+                code,
+                n=DRY_RUN_N,
+                n_eval=DRY_RUN_N // 2,
+                name=name,
+                min_rows=MIN_ROWS,
+                control=control,
+            )
         self.post_message(self.DryRunDone(result, code))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker.group == "dry-run" and event.state == WorkerState.ERROR:
             event.stop()  # reported here, in the editor's status line, not as a second toast
-            self._finish_dry_run(None, f"dry run raised {type(event.worker.error).__name__}: {event.worker.error}")
+            self._finish_dry_run(
+                None, f"dry run raised {type(event.worker.error).__name__}: {event.worker.error}"
+            )
 
     def on_verifier_editor_screen_dry_run_done(self, message: DryRunDone) -> None:
         if message.error is not None or message.result is None:
@@ -283,8 +327,9 @@ class VerifierEditorScreen(Screen):
         self.query_one("#dry-summary", Static).update(summary_text(res.summary or {}))
         self._finish_dry_run(res, None)
 
-    def _finish_dry_run(self, result: DryRunOutcome | None, error: str | None,
-                        summary: dict[str, Any] | None = None) -> None:
+    def _finish_dry_run(
+        self, result: DryRunOutcome | None, error: str | None, summary: dict[str, Any] | None = None
+    ) -> None:
         self.running = False
         if self._progress_timer is not None:
             self._progress_timer.stop()
@@ -323,7 +368,9 @@ class VerifierEditorScreen(Screen):
         for r in rows:
             old, new, d = r.old_reward, r.new_reward, r.delta
             table.add_row(
-                str(r.trajectory_id), Text(num(old), style=reward_style(old)), Text(num(new), style=reward_style(new)),
+                str(r.trajectory_id),
+                Text(num(old), style=reward_style(old)),
+                Text(num(new), style=reward_style(new)),
                 Text(num(d, 2, signed=True), style="bold" if d else "dim"),
                 Text(r.label or "", style="green" if r.label == "good" else "red"),
                 Text(clip(r.error or r.explanation or "", 80), style="red" if r.error else ""),
@@ -346,8 +393,12 @@ class VerifierEditorScreen(Screen):
         # When it takes effect is the worker's rule (a step boundary): its answer arrives as a toast.
         self.wb.send_command("set_verifier", {"verifier_id": self.dry_verifier_id})
         self.saved_code = self.code  # sent: leaving now drops nothing
-        self._status(Text("set_verifier sent: the worker activates it at the next step boundary and answers",
-                          style="green"))
+        self._status(
+            Text(
+                "set_verifier sent: the worker activates it at the next step boundary and answers",
+                style="green",
+            )
+        )
 
     # ---- history and diff ----------------------------------------------------------------------------
 
@@ -388,7 +439,11 @@ class VerifierEditorScreen(Screen):
                 self.app.pop_screen()
 
         tested = self.dry_code == self.code and self.dry_verifier_id is not None
-        detail = ("Its dry run passed but it was not applied (ctrl+a)." if tested
-                  else "It was not applied (a dry run, ctrl+d, then ctrl+a). Every dry-run version stays in History.")
-        self.app.push_screen(ConfirmScreen("Leave the verifier editor and drop the edit?", detail, yes="Leave"),
-                             answer)
+        detail = (
+            "Its dry run passed but it was not applied (ctrl+a)."
+            if tested
+            else "It was not applied (a dry run, ctrl+d, then ctrl+a). Every dry-run version stays in History."
+        )
+        self.app.push_screen(
+            ConfirmScreen("Leave the verifier editor and drop the edit?", detail, yes="Leave"), answer
+        )

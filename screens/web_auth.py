@@ -66,8 +66,10 @@ class Guard:
         if self.host in WILDCARD_HOSTS and not self.public_url:
             # The page embeds the WebSocket URL; with a wildcard bind there is no name the browser can use, and
             # no Host to check against.
-            raise ValueError(f"--host {self.host or '(all)'} needs --public-url http://NAME:PORT, the address "
-                             "browsers use to reach this server")
+            raise ValueError(
+                f"--host {self.host or '(all)'} needs --public-url http://NAME:PORT, the address "
+                "browsers use to reach this server"
+            )
         if len(self.token) < 16:
             raise ValueError("the access token must be at least 16 characters")
         hosts: set[str] = set()
@@ -94,14 +96,17 @@ class Guard:
 
     def url(self) -> str:
         """The address to print: the only way in for a browser that has no cookie yet."""
-        base = self.public_url.rstrip("/") if self.public_url else f"http://{_host_port(self.host, self.port)}"
+        base = (
+            self.public_url.rstrip("/") if self.public_url else f"http://{_host_port(self.host, self.port)}"
+        )
         return f"{base}/?token={self.token}"
 
     def token_ok(self, candidate: str | None) -> bool:
         return bool(candidate) and hmac.compare_digest(candidate.encode(), self.token.encode())
 
-    def check(self, *, host: str | None, origin: str | None, query_token: str | None,
-              cookie_token: str | None) -> Refusal | None:
+    def check(
+        self, *, host: str | None, origin: str | None, query_token: str | None, cookie_token: str | None
+    ) -> Refusal | None:
         """None when the request may go on; else why not. Host and Origin first: they need no secret."""
         if not host or host.lower() not in self.allowed_hosts:
             return Refusal(403, f"Host {host!r} is not this server's address")

@@ -8,6 +8,17 @@ from store import commands, labels, metrics, runs, tasks, trajectories, verifier
 from store.db import DiskFullError, SchemaTooNewError, StoreError, integrity_ok, open_db, write_txn
 
 __all__ = [
-    "DiskFullError", "SchemaTooNewError", "StoreError", "commands", "integrity_ok", "labels", "metrics", "open_db", "runs", "tasks",
-    "trajectories", "verifiers", "write_txn",
+    "DiskFullError",
+    "SchemaTooNewError",
+    "StoreError",
+    "commands",
+    "integrity_ok",
+    "labels",
+    "metrics",
+    "open_db",
+    "runs",
+    "tasks",
+    "trajectories",
+    "verifiers",
+    "write_txn",
 ]

@@ -14,7 +14,15 @@ from store.rows import decode, one
 # instead would let each writer pass its own list: this way every writer (UI, CLI, launcher, tests) is refused
 # a kind no driver reads.
 KINDS = (
-    "pause", "resume", "checkpoint", "eval", "set_lr", "set_temperature", "sample", "set_verifier", "stop",
+    "pause",
+    "resume",
+    "checkpoint",
+    "eval",
+    "set_lr",
+    "set_temperature",
+    "sample",
+    "set_verifier",
+    "stop",
 )
 
 
@@ -22,7 +30,8 @@ def enqueue(db: sqlite_utils.Database, run_id: int, kind: str, payload: dict[str
     if kind not in KINDS:
         raise ValueError(f"unknown command {kind!r}; one of {KINDS}")
     cur = db.execute(
-        "INSERT INTO commands (run_id, kind, payload, created) VALUES (?, ?, ?, ?)", [run_id, kind, dumps(payload), now()]
+        "INSERT INTO commands (run_id, kind, payload, created) VALUES (?, ?, ?, ?)",
+        [run_id, kind, dumps(payload), now()],
     )
     return int(cur.lastrowid)
 
@@ -39,7 +48,9 @@ def claim_next(db: sqlite_utils.Database, run_id: int) -> dict[str, Any] | None:
         )
 
 
-def finish(db: sqlite_utils.Database, command_id: int, result: dict[str, Any] | None = None, *, ok: bool = True) -> None:
+def finish(
+    db: sqlite_utils.Database, command_id: int, result: dict[str, Any] | None = None, *, ok: bool = True
+) -> None:
     db.execute(
         "UPDATE commands SET status = ?, handled = ?, result = ? WHERE id = ?",
         ["done" if ok else "failed", now(), dumps(result), command_id],
@@ -59,4 +70,6 @@ def get_command(db: sqlite_utils.Database, command_id: int) -> dict[str, Any] | 
 
 
 def pending(db: sqlite_utils.Database, run_id: int) -> list[dict[str, Any]]:
-    return decode(db.execute("SELECT * FROM commands WHERE run_id = ? AND status = 'pending' ORDER BY id", [run_id]))
+    return decode(
+        db.execute("SELECT * FROM commands WHERE run_id = ? AND status = 'pending' ORDER BY id", [run_id])
+    )

@@ -91,8 +91,9 @@ def db_file(db: sqlite_utils.Database) -> str:
     return row[2] if row and row[2] else "<memory>"
 
 
-def open_db(path: str | Path, *, create: bool = True, readonly: bool = False, check: bool = False
-            ) -> sqlite_utils.Database:
+def open_db(
+    path: str | Path, *, create: bool = True, readonly: bool = False, check: bool = False
+) -> sqlite_utils.Database:
     """Open (and create or migrate) the store at `path`; raise StoreError with a clear message otherwise.
     `check`: run `PRAGMA quick_check` first (reads every page once) and refuse a damaged file, naming the pages
     it reports, before anything reads rows from it or migrates it: what resume, report, export and ls pass."""
@@ -120,7 +121,9 @@ def open_db(path: str | Path, *, create: bool = True, readonly: bool = False, ch
         db.conn.close()
         raise
     except sqlite3.DatabaseError as exc:
-        raise StoreError(f"{path}: not a usable SQLite database ({exc}); move it aside or pass another --db") from exc
+        raise StoreError(
+            f"{path}: not a usable SQLite database ({exc}); move it aside or pass another --db"
+        ) from exc
     return db
 
 
@@ -129,19 +132,25 @@ QUICK_CHECK_LINES = 10  # quick_check stops after this many problems; the messag
 
 def _quick_check(db: sqlite_utils.Database, path: Path) -> None:
     """StoreError naming the damaged pages (from quick_check's own lines: "On tree page 54 cell 29: ..."), if any."""
-    fix = (f"nothing was read or changed. Restore it from a backup, or copy out what is readable: "
-           f"sqlite3 {path} .recover | sqlite3 recovered.db")
+    fix = (
+        f"nothing was read or changed. Restore it from a backup, or copy out what is readable: "
+        f"sqlite3 {path} .recover | sqlite3 recovered.db"
+    )
     try:
         rows = [row[0] for row in db.execute(f"PRAGMA quick_check({QUICK_CHECK_LINES})").fetchall()]
     except sqlite3.DatabaseError as exc:  # a page so damaged that the check itself cannot walk past it
-        raise StoreError(f"{path}: the database is damaged (PRAGMA quick_check stopped: {exc}); {fix}") from exc
+        raise StoreError(
+            f"{path}: the database is damaged (PRAGMA quick_check stopped: {exc}); {fix}"
+        ) from exc
     if rows == ["ok"]:
         return
     lines = [ln for row in rows for ln in str(row).splitlines() if ln.strip() and not ln.startswith("***")]
     pages = sorted({int(n) for ln in lines for n in re.findall(r"page (\d+)", ln)})
     named = f"page(s) {', '.join(map(str, pages))}: " if pages else ""
-    raise StoreError(f"{path}: the database is damaged ({named}PRAGMA quick_check: {'; '.join(lines[:3])}"
-                     f"{' ...' if len(lines) > 3 else ''}); {fix}")
+    raise StoreError(
+        f"{path}: the database is damaged ({named}PRAGMA quick_check: {'; '.join(lines[:3])}"
+        f"{' ...' if len(lines) > 3 else ''}); {fix}"
+    )
 
 
 def schema_version(db: sqlite_utils.Database) -> int:
@@ -159,7 +168,9 @@ def _migrate(db: sqlite_utils.Database, path: Path, *, readonly: bool) -> None:
             "upgrade agent-workbench to open it (nothing was changed)"
         )
     if version == 0 and db.table_names() and "schema_version" not in db.table_names():
-        raise StoreError(f"{path}: is an SQLite file but not a Workbench database (tables: {db.table_names()[:5]})")
+        raise StoreError(
+            f"{path}: is an SQLite file but not a Workbench database (tables: {db.table_names()[:5]})"
+        )
     if version == SCHEMA_VERSION or readonly:
         return
     # The write lock is taken first, so two processes opening a new file migrate it once.

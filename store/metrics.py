@@ -78,7 +78,16 @@ def record_eval(
     cur = db.execute(
         "INSERT INTO evals (run_id, step, checkpoint_id, tasks, mode, is_baseline, metrics, created) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        [run_id, step, checkpoint_id, dumps(tasks), mode, int(is_baseline), dumps(json_metrics(metrics)), now()],
+        [
+            run_id,
+            step,
+            checkpoint_id,
+            dumps(tasks),
+            mode,
+            int(is_baseline),
+            dumps(json_metrics(metrics)),
+            now(),
+        ],
     )
     return int(cur.lastrowid)
 
@@ -106,7 +115,9 @@ def list_checkpoints(db: sqlite_utils.Database, run_id: int) -> list[dict[str, A
 
 
 def latest_checkpoint(db: sqlite_utils.Database, run_id: int) -> dict[str, Any] | None:
-    return one(db.execute("SELECT * FROM checkpoints WHERE run_id = ? ORDER BY step DESC, id DESC LIMIT 1", [run_id]))
+    return one(
+        db.execute("SELECT * FROM checkpoints WHERE run_id = ? ORDER BY step DESC, id DESC LIMIT 1", [run_id])
+    )
 
 
 def promote_checkpoint(db: sqlite_utils.Database, checkpoint_id: int) -> None:
@@ -128,8 +139,10 @@ def eval_row_counts(db: sqlite_utils.Database, eval_ids: list[int]) -> dict[int,
     if not eval_ids:
         return {}
     marks = ", ".join("?" * len(eval_ids))
-    rows = db.execute(f"SELECT eval_id, COUNT(*) FROM trajectories WHERE eval_id IN ({marks}) GROUP BY eval_id",
-                      list(eval_ids)).fetchall()
+    rows = db.execute(
+        f"SELECT eval_id, COUNT(*) FROM trajectories WHERE eval_id IN ({marks}) GROUP BY eval_id",
+        list(eval_ids),
+    ).fetchall()
     return {int(e): int(n) for e, n in rows}
 
 

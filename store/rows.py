@@ -9,8 +9,22 @@ from store.db import loads
 
 JSON_COLUMNS = frozenset(
     {
-        "config", "harness", "expected_args", "tools", "extra", "dry_run", "metrics", "messages",
-        "tool_calls", "reward_parts", "payload", "result", "data", "new_parts", "tasks", "outcome",
+        "config",
+        "harness",
+        "expected_args",
+        "tools",
+        "extra",
+        "dry_run",
+        "metrics",
+        "messages",
+        "tool_calls",
+        "reward_parts",
+        "payload",
+        "result",
+        "data",
+        "new_parts",
+        "tasks",
+        "outcome",
     }
 )
 
@@ -30,4 +44,3 @@ def decode(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
 def one(cursor: sqlite3.Cursor) -> dict[str, Any] | None:
     rows = decode(cursor)
     return rows[0] if rows else None
-

@@ -14,7 +14,17 @@ from store.db import DiskFullError, StoreError, dumps, now, write_txn
 from store.rows import decode, one
 
 # Status values the worker writes; the UI shows them as they are.
-STATUSES = ("created", "starting", "running", "pausing", "paused", "stopping", "stopped", "crashed", "finished")
+STATUSES = (
+    "created",
+    "starting",
+    "running",
+    "pausing",
+    "paused",
+    "stopping",
+    "stopped",
+    "crashed",
+    "finished",
+)
 
 
 class RunLockedError(StoreError):
@@ -28,7 +38,8 @@ def create_run(
 ) -> int:
     t = now()
     cur = db.execute(
-        "INSERT INTO runs (name, model, config, harness, status, created, updated) VALUES (?, ?, ?, ?, 'created', ?, ?)",
+        "INSERT INTO runs (name, model, config, harness, status, created, updated) "
+        "VALUES (?, ?, ?, ?, 'created', ?, ?)",
         [name, model, dumps(config), dumps(harness), t, t],
     )
     return int(cur.lastrowid)
@@ -116,7 +127,9 @@ def acquire_lock(db: sqlite_utils.Database, run_id: int, *, stale_after_s: float
     token = secrets.token_hex(8)
     t = now()
     with write_txn(db):
-        row = db.execute("SELECT lock_token, heartbeat, worker_pid, worker_host FROM runs WHERE id = ?", [run_id]).fetchone()
+        row = db.execute(
+            "SELECT lock_token, heartbeat, worker_pid, worker_host FROM runs WHERE id = ?", [run_id]
+        ).fetchone()
         if row is None:
             raise StoreError(f"run {run_id} does not exist")
         held, beat, pid, host = row
@@ -132,10 +145,18 @@ def acquire_lock(db: sqlite_utils.Database, run_id: int, *, stale_after_s: float
             [token, t, os.getpid(), socket.gethostname(), run_id],
         )
         if held:
-            why = "its process is gone" if gone else (
-                f"heartbeat {t - beat:.0f} s old" if beat is not None else "no heartbeat")
-            add_event(db, run_id, "lock", f"worker pid {os.getpid()} took the lock over from pid {pid} on {host} ({why})",
-                      {"from_pid": pid, "from_host": host, "pid": os.getpid()})
+            why = (
+                "its process is gone"
+                if gone
+                else (f"heartbeat {t - beat:.0f} s old" if beat is not None else "no heartbeat")
+            )
+            add_event(
+                db,
+                run_id,
+                "lock",
+                f"worker pid {os.getpid()} took the lock over from pid {pid} on {host} ({why})",
+                {"from_pid": pid, "from_host": host, "pid": os.getpid()},
+            )
     return token
 
 
@@ -146,7 +167,9 @@ def heartbeat(db: sqlite_utils.Database, run_id: int, token: str) -> bool:
 
 
 def release_lock(db: sqlite_utils.Database, run_id: int, token: str) -> None:
-    db.execute("UPDATE runs SET lock_token = NULL, heartbeat = NULL WHERE id = ? AND lock_token = ?", [run_id, token])
+    db.execute(
+        "UPDATE runs SET lock_token = NULL, heartbeat = NULL WHERE id = ? AND lock_token = ?", [run_id, token]
+    )
 
 
 def record_crash(db: sqlite_utils.Database, run_id: int, reason: str) -> None:
@@ -160,15 +183,19 @@ def record_crash(db: sqlite_utils.Database, run_id: int, reason: str) -> None:
         try:
             db.execute(f"PRAGMA wal_checkpoint({mode})")
             with write_txn(db):
-                db.execute("UPDATE runs SET status = 'crashed', status_reason = ?, updated = ? WHERE id = ?",
-                           [reason[:500], now(), run_id])
+                db.execute(
+                    "UPDATE runs SET status = 'crashed', status_reason = ?, updated = ? WHERE id = ?",
+                    [reason[:500], now(), run_id],
+                )
             return
         except (sqlite3.Error, DiskFullError):
             if mode == "TRUNCATE":
                 raise
 
 
-def add_event(db: sqlite_utils.Database, run_id: int | None, kind: str, message: str, data: Any = None) -> int:
+def add_event(
+    db: sqlite_utils.Database, run_id: int | None, kind: str, message: str, data: Any = None
+) -> int:
     # In a write transaction (joined when the caller holds one): a full disk is then DiskFullError with its
     # message, never a raw sqlite3.OperationalError from a progress report.
     with write_txn(db):
@@ -183,25 +210,41 @@ def _not_kinds(exclude: tuple[str, ...]) -> tuple[str, list[str]]:
     return (f" AND kind NOT IN ({', '.join('?' * len(exclude))})", list(exclude)) if exclude else ("", [])
 
 
-def events_since(db: sqlite_utils.Database, run_id: int, after_id: int = 0, limit: int = 200, *,
-                 exclude_kinds: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def events_since(
+    db: sqlite_utils.Database,
+    run_id: int,
+    after_id: int = 0,
+    limit: int = 200,
+    *,
+    exclude_kinds: tuple[str, ...] = (),
+) -> list[dict[str, Any]]:
     where, args = _not_kinds(exclude_kinds)
-    return decode(db.execute(f"SELECT * FROM events WHERE run_id = ? AND id > ?{where} ORDER BY id LIMIT ?",
-                             [run_id, after_id, *args, limit]))
+    return decode(
+        db.execute(
+            f"SELECT * FROM events WHERE run_id = ? AND id > ?{where} ORDER BY id LIMIT ?",
+            [run_id, after_id, *args, limit],
+        )
+    )
 
 
-def last_events(db: sqlite_utils.Database, run_id: int, n: int, *,
-                exclude_kinds: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def last_events(
+    db: sqlite_utils.Database, run_id: int, n: int, *, exclude_kinds: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
     """The run's newest n events, oldest first."""
     where, args = _not_kinds(exclude_kinds)
-    return decode(db.execute(
-        f"SELECT * FROM (SELECT * FROM events WHERE run_id = ?{where} ORDER BY id DESC LIMIT ?) ORDER BY id",
-        [run_id, *args, n],
-    ))
+    return decode(
+        db.execute(
+            f"SELECT * FROM (SELECT * FROM events WHERE run_id = ?{where} ORDER BY id DESC LIMIT ?) ORDER BY id",
+            [run_id, *args, n],
+        )
+    )
 
 
 def latest_event(db: sqlite_utils.Database, run_id: int, kind: str) -> dict[str, Any] | None:
     """The run's newest event of one kind (walks the (run_id, id) index backwards)."""
-    rows = decode(db.execute("SELECT * FROM events WHERE run_id = ? AND kind = ? ORDER BY id DESC LIMIT 1",
-                             [run_id, kind]))
+    rows = decode(
+        db.execute(
+            "SELECT * FROM events WHERE run_id = ? AND kind = ? ORDER BY id DESC LIMIT 1", [run_id, kind]
+        )
+    )
     return rows[0] if rows else None

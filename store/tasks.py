@@ -24,8 +24,13 @@ def add_tasks(db: sqlite_utils.Database, tasks: Iterable[dict[str, Any]]) -> dic
                 "expected_args = excluded.expected_args, tools = excluded.tools, extra = excluded.extra "
                 "RETURNING id",
                 [
-                    t["key"], t.get("dataset", "custom"), t.get("split", "train"), t["prompt"],
-                    t.get("expected_tool"), dumps(t.get("expected_args")), dumps(t.get("tools")),
+                    t["key"],
+                    t.get("dataset", "custom"),
+                    t.get("split", "train"),
+                    t["prompt"],
+                    t.get("expected_tool"),
+                    dumps(t.get("expected_args")),
+                    dumps(t.get("tools")),
                     dumps(t.get("extra")),
                 ],
             )
@@ -37,7 +42,9 @@ def get_task(db: sqlite_utils.Database, task_id: int) -> dict[str, Any] | None:
     return one(db.execute("SELECT * FROM tasks WHERE id = ?", [task_id]))
 
 
-def list_tasks(db: sqlite_utils.Database, *, dataset: str | None = None, split: str | None = None) -> list[dict[str, Any]]:
+def list_tasks(
+    db: sqlite_utils.Database, *, dataset: str | None = None, split: str | None = None
+) -> list[dict[str, Any]]:
     where, params = ["1 = 1"], []
     if dataset is not None:
         where.append("dataset = ?")

@@ -43,7 +43,7 @@ def encode_trace(trace: list[dict[str, Any]], prefix_hash: bytes | None = None, 
             raise ValueError(f"token_trace[{i}]: {len(lp)} logprobs for {len(comp)} completion ids")
         if prev is not None and len(prompt) >= len(prev) and prompt[: len(prev)] == prev:
             header.extend([1, len(prompt) - len(prev), len(comp)])
-            ids.extend(prompt[len(prev):])
+            ids.extend(prompt[len(prev) :])
         else:
             skip = prefix_len if i == 0 else 0
             header.extend([0, len(prompt) - skip, len(comp)])
@@ -78,23 +78,29 @@ def decode_trace(blob: bytes, prefix_ids: list[int] | None = None) -> list[dict[
         raise ValueError("not a token trace (bad magic)")
     body = zlib.decompress(blob[18:])
     count = _array("I", body[:4])[0]
-    header = _array("I", body[4: 4 + 12 * count])
-    rest = body[4 + 12 * count:]
+    header = _array("I", body[4 : 4 + 12 * count])
+    rest = body[4 + 12 * count :]
     n_ids = sum(header[3 * i + 1] + header[3 * i + 2] for i in range(count))
     ids = _array("I", rest[: 4 * n_ids])
-    logps = _array("f", rest[4 * n_ids:])
+    logps = _array("f", rest[4 * n_ids :])
     out: list[dict[str, Any]] = []
     pos = lp_pos = 0
     prev: list[int] = []
     for i in range(count):
         extends, n_prompt, n_comp = header[3 * i], header[3 * i + 1], header[3 * i + 2]
-        new = ids[pos: pos + n_prompt].tolist()
+        new = ids[pos : pos + n_prompt].tolist()
         pos += n_prompt
         head = prev if extends else list(prefix_ids or []) if i == 0 else []
         prompt = head + new
-        comp = ids[pos: pos + n_comp].tolist()
+        comp = ids[pos : pos + n_comp].tolist()
         pos += n_comp
-        out.append({"prompt_ids": prompt, "completion_ids": comp, "logprobs": logps[lp_pos: lp_pos + n_comp].tolist()})
+        out.append(
+            {
+                "prompt_ids": prompt,
+                "completion_ids": comp,
+                "logprobs": logps[lp_pos : lp_pos + n_comp].tolist(),
+            }
+        )
         lp_pos += n_comp
         prev = prompt + comp
     return out

@@ -23,11 +23,30 @@ from store.rows import decode, one
 
 # Insert columns and whether each is stored as JSON. Required ones have no default below.
 COLUMNS: dict[str, bool] = {
-    "run_id": False, "step": False, "split": False, "task_id": False, "group_idx": False, "sample_idx": False,
-    "messages": True, "completion": False, "tool_calls": True, "reward": False, "reward_parts": True,
-    "explanation": False, "verifier_id": False, "advantage": False, "prompt_tokens": False, "tokens": False,
-    "truncated": False, "latency": False, "error": False, "checkpoint_id": False, "eval_id": False,
-    "outcome": True, "prefix": False, "token_trace": False,
+    "run_id": False,
+    "step": False,
+    "split": False,
+    "task_id": False,
+    "group_idx": False,
+    "sample_idx": False,
+    "messages": True,
+    "completion": False,
+    "tool_calls": True,
+    "reward": False,
+    "reward_parts": True,
+    "explanation": False,
+    "verifier_id": False,
+    "advantage": False,
+    "prompt_tokens": False,
+    "tokens": False,
+    "truncated": False,
+    "latency": False,
+    "error": False,
+    "checkpoint_id": False,
+    "eval_id": False,
+    "outcome": True,
+    "prefix": False,
+    "token_trace": False,
 }
 # Insert-only hints, not columns: how much of a row is shared with its step (see the module docstring).
 HINTS = ("prefix_messages", "token_prefix_len")
@@ -40,8 +59,8 @@ _INSERT_SQL = (
 # Summary columns for list views: everything but the (large) messages.
 LIST_COLUMNS = (
     "id, run_id, step, split, task_id, group_idx, sample_idx, completion, tool_calls, reward, reward_parts, "
-    "explanation, verifier_id, advantage, tokens, truncated, latency, error, outcome, superseded, eval_id, checkpoint_id, "
-    "created"
+    "explanation, verifier_id, advantage, tokens, truncated, latency, error, outcome, superseded, eval_id, "
+    "checkpoint_id, created"
 )
 
 
@@ -89,9 +108,13 @@ def _shared_messages(row: dict[str, Any], messages: list[Any]) -> int:
 
 def _row_values(row: dict[str, Any], t: float, prefixes: _Prefixes) -> list[Any]:
     if not row.keys() <= _ALLOWED:
-        raise StoreError(f"trajectory has unknown field(s) {sorted(row.keys() - _ALLOWED)}; known: {list(COLUMNS)}")
+        raise StoreError(
+            f"trajectory has unknown field(s) {sorted(row.keys() - _ALLOWED)}; known: {list(COLUMNS)}"
+        )
     if any(row.get(k) is None for k in REQUIRED):
-        raise StoreError(f"trajectory is missing required field(s) {[k for k in REQUIRED if row.get(k) is None]}")
+        raise StoreError(
+            f"trajectory is missing required field(s) {[k for k in REQUIRED if row.get(k) is None]}"
+        )
     values = [row.get(k, DEFAULTS.get(k)) for k in _NAMES]
     for i in _JSON_AT:
         if values[i] is not None:
@@ -115,11 +138,17 @@ def _trace_blob(row: dict[str, Any], trace: Any, prefixes: _Prefixes) -> bytes:
     if isinstance(trace, bytes):
         return trace
     if not isinstance(trace, list) or not all(isinstance(s, dict) for s in trace):
-        raise StoreError("trajectory token_trace must be a list of {prompt_ids, completion_ids, logprobs} dicts")
+        raise StoreError(
+            "trajectory token_trace must be a list of {prompt_ids, completion_ids, logprobs} dicts"
+        )
     n = int(row.get("token_prefix_len") or 0)
     if n and (not trace or n > len(trace[0]["prompt_ids"])):
         raise StoreError(f"trajectory token_prefix_len {n} is longer than its first prompt")
-    key = bytes.fromhex(prefixes.add("tokens", tokens.ids_bytes(list(trace[0]["prompt_ids"][:n])))) if n else None
+    key = (
+        bytes.fromhex(prefixes.add("tokens", tokens.ids_bytes(list(trace[0]["prompt_ids"][:n]))))
+        if n
+        else None
+    )
     try:
         return tokens.encode_trace(trace, key, n)
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
@@ -149,7 +178,9 @@ def _prefix(db: sqlite_utils.Database, key: str) -> Any:
     if body is None:
         row = db.execute("SELECT kind, body FROM prefixes WHERE hash = ?", [key]).fetchone()
         if row is None:
-            raise StoreError(f"prefix {key} is missing from the prefixes table (the database was edited by hand?)")
+            raise StoreError(
+                f"prefix {key} is missing from the prefixes table (the database was edited by hand?)"
+            )
         body = loads(row[1]) if row[0] == "messages" else tokens.ids_from_bytes(row[1])
         if len(_PREFIX_CACHE) > 1024:
             _PREFIX_CACHE.clear()
@@ -195,8 +226,12 @@ class TrajectoryFilter:
     def where(self) -> tuple[list[str], list[Any]]:
         clauses, params = ["run_id = ?"], [self.run_id]
         for sql, value in (
-            ("step >= ?", self.step_min), ("step <= ?", self.step_max), ("split = ?", self.split),
-            ("reward >= ?", self.reward_min), ("reward <= ?", self.reward_max), ("task_id = ?", self.task_id),
+            ("step >= ?", self.step_min),
+            ("step <= ?", self.step_max),
+            ("split = ?", self.split),
+            ("reward >= ?", self.reward_min),
+            ("reward <= ?", self.reward_max),
+            ("task_id = ?", self.task_id),
             ("verifier_id = ?", self.verifier_id),
         ):
             if value is not None:
@@ -258,13 +293,17 @@ def page_trajectories(
             key, last_id = after
             unbounded = dataclasses.replace(flt, **{f"{order}_min": None, f"{order}_max": None})
             same, same_params = unbounded.where()
-            rows = _select(db, [*same, f"{order} = ?", f"id {cmp} ?"], [*same_params, key, last_id], order_sql, limit)
+            rows = _select(
+                db, [*same, f"{order} = ?", f"id {cmp} ?"], [*same_params, key, last_id], order_sql, limit
+            )
             if len(rows) < limit:
                 side = dataclasses.replace(flt, **{f"{order}_max" if descending else f"{order}_min": None})
                 rest, rest_params = side.where()
                 if order == "reward":
                     rest.append("reward IS NOT NULL")
-                rows += _select(db, [*rest, f"{order} {cmp} ?"], [*rest_params, key], order_sql, limit - len(rows))
+                rows += _select(
+                    db, [*rest, f"{order} {cmp} ?"], [*rest_params, key], order_sql, limit - len(rows)
+                )
     cursor = None
     if len(rows) == limit:
         last = rows[-1]
@@ -272,13 +311,22 @@ def page_trajectories(
     return Page(rows, cursor)
 
 
-def _select(db: sqlite_utils.Database, clauses: list[str], params: list[Any], order_sql: str, limit: int) -> list[dict]:
-    sql = f"SELECT {LIST_COLUMNS} FROM trajectories WHERE {' AND '.join(clauses)} ORDER BY {order_sql} LIMIT ?"
+def _select(
+    db: sqlite_utils.Database, clauses: list[str], params: list[Any], order_sql: str, limit: int
+) -> list[dict]:
+    sql = (
+        f"SELECT {LIST_COLUMNS} FROM trajectories WHERE {' AND '.join(clauses)} ORDER BY {order_sql} LIMIT ?"
+    )
     return decode(db.execute(sql, [*params, limit]))
 
 
 def trajectories_since(
-    db: sqlite_utils.Database, run_id: int, after_id: int, *, limit: int = 500, full: bool = False,
+    db: sqlite_utils.Database,
+    run_id: int,
+    after_id: int,
+    *,
+    limit: int = 500,
+    full: bool = False,
     newest: bool = False,
 ) -> list[dict[str, Any]]:
     """New rows of a run since `after_id`, oldest first: what a live pane polls. `newest`: the newest `limit`
@@ -287,7 +335,8 @@ def trajectories_since(
     rows = decode(
         db.execute(
             f"SELECT {cols} FROM trajectories WHERE run_id = ? AND id > ? ORDER BY id {'DESC' if newest else ''} "
-            "LIMIT ?", [run_id, after_id, limit]
+            "LIMIT ?",
+            [run_id, after_id, limit],
         )
     )
     if newest:
@@ -299,50 +348,65 @@ def task_sums(db: sqlite_utils.Database, run_id: int, after_id: int, before_id: 
     """Per task, split and eval, the live rows with after_id < id < before_id: attempts, rewarded, reward_sum,
     classified, successes (`store.tasks.task_stats`'s counts over an id range). One aggregate in SQLite (which
     runs without the GIL): what a feed that skipped those rows folds into its per-task stats."""
-    return decode(db.execute(
-        "SELECT task_id, split, eval_id, COUNT(*) AS attempts, COUNT(reward) AS rewarded, "
-        "COALESCE(SUM(reward), 0.0) AS reward_sum, COUNT(outcome) AS classified, "
-        "COALESCE(SUM(json_extract(outcome, '$.success')), 0) AS successes FROM trajectories "
-        "WHERE id > ? AND id < ? AND run_id = ? AND superseded = 0 AND task_id IS NOT NULL "
-        "GROUP BY task_id, split, eval_id",
-        [after_id, before_id, run_id],
-    ))
+    return decode(
+        db.execute(
+            "SELECT task_id, split, eval_id, COUNT(*) AS attempts, COUNT(reward) AS rewarded, "
+            "COALESCE(SUM(reward), 0.0) AS reward_sum, COUNT(outcome) AS classified, "
+            "COALESCE(SUM(json_extract(outcome, '$.success')), 0) AS successes FROM trajectories "
+            "WHERE id > ? AND id < ? AND run_id = ? AND superseded = 0 AND task_id IS NOT NULL "
+            "GROUP BY task_id, split, eval_id",
+            [after_id, before_id, run_id],
+        )
+    )
 
 
-def step_reward_sums(db: sqlite_utils.Database, run_id: int, task_id: int, after_id: int, before_id: int
-                     ) -> dict[int, tuple[float, int]]:
+def step_reward_sums(
+    db: sqlite_utils.Database, run_id: int, task_id: int, after_id: int, before_id: int
+) -> dict[int, tuple[float, int]]:
     """One task's live training rows with after_id < id < before_id: step -> (reward sum, rows with a reward)."""
-    return {int(step): (float(s), int(n)) for step, s, n in db.execute(
-        "SELECT step, SUM(reward), COUNT(reward) FROM trajectories WHERE id > ? AND id < ? AND run_id = ? "
-        "AND task_id = ? AND split = 'train' AND superseded = 0 AND reward IS NOT NULL GROUP BY step",
-        [after_id, before_id, run_id, task_id],
-    ).fetchall()}
+    return {
+        int(step): (float(s), int(n))
+        for step, s, n in db.execute(
+            "SELECT step, SUM(reward), COUNT(reward) FROM trajectories WHERE id > ? AND id < ? AND run_id = ? "
+            "AND task_id = ? AND split = 'train' AND superseded = 0 AND reward IS NOT NULL GROUP BY step",
+            [after_id, before_id, run_id, task_id],
+        ).fetchall()
+    }
 
 
 def group_members(db: sqlite_utils.Database, trajectory_id: int) -> list[dict[str, Any]]:
     """The G samples that share a trajectory's run, step, split and group (for side-by-side view)."""
     row = db.execute(
-        "SELECT run_id, step, split, group_idx, superseded, eval_id FROM trajectories WHERE id = ?", [trajectory_id]
+        "SELECT run_id, step, split, group_idx, superseded, eval_id FROM trajectories WHERE id = ?",
+        [trajectory_id],
     ).fetchone()
     if row is None:
         return []
-    return expand(db, decode(
-        db.execute(
-            "SELECT * FROM trajectories WHERE run_id = ? AND step = ? AND split = ? AND group_idx = ? "
-            "AND superseded = ? AND eval_id IS ? ORDER BY sample_idx, id",
-            list(row),
-        )
-    ))
+    return expand(
+        db,
+        decode(
+            db.execute(
+                "SELECT * FROM trajectories WHERE run_id = ? AND step = ? AND split = ? AND group_idx = ? "
+                "AND superseded = ? AND eval_id IS ? ORDER BY sample_idx, id",
+                list(row),
+            )
+        ),
+    )
 
 
-def last_trajectories(db: sqlite_utils.Database, run_id: int, n: int, *, split: str = "train") -> list[dict[str, Any]]:
+def last_trajectories(
+    db: sqlite_utils.Database, run_id: int, n: int, *, split: str = "train"
+) -> list[dict[str, Any]]:
     """The newest n live trajectories with their messages (what a verifier dry run re-scores)."""
-    return expand(db, decode(
-        db.execute(
-            "SELECT * FROM trajectories WHERE run_id = ? AND split = ? AND superseded = 0 ORDER BY id DESC LIMIT ?",
-            [run_id, split, n],
-        )
-    ))
+    return expand(
+        db,
+        decode(
+            db.execute(
+                "SELECT * FROM trajectories WHERE run_id = ? AND split = ? AND superseded = 0 ORDER BY id DESC LIMIT ?",
+                [run_id, split, n],
+            )
+        ),
+    )
 
 
 def mark_superseded(db: sqlite_utils.Database, run_id: int, after_step: int) -> int:
@@ -354,8 +418,10 @@ def mark_superseded(db: sqlite_utils.Database, run_id: int, after_step: int) -> 
             [run_id, after_step],
         ).rowcount
         for table in ("steps", "evals"):
-            db.execute(f"UPDATE {table} SET superseded = 1 WHERE run_id = ? AND step > ? AND superseded = 0",
-                       [run_id, after_step])
+            db.execute(
+                f"UPDATE {table} SET superseded = 1 WHERE run_id = ? AND step > ? AND superseded = 0",
+                [run_id, after_step],
+            )
     return n
 
 
@@ -363,9 +429,16 @@ def count_trajectories(db: sqlite_utils.Database, run_id: int) -> int:
     return db.execute("SELECT COUNT(*) FROM trajectories WHERE run_id = ?", [run_id]).fetchone()[0]
 
 
-def train_group_rewards(db: sqlite_utils.Database, run_id: int, up_to_step: int) -> list[tuple[int, int, int, Any]]:
+def train_group_rewards(
+    db: sqlite_utils.Database, run_id: int, up_to_step: int
+) -> list[tuple[int, int, int, Any]]:
     """(step, group_idx, task_id, reward) of the run's live training rows up to `up_to_step`, in order: what
     the prompt sampler learns from (reward None: a verifier error)."""
-    return [tuple(r) for r in db.execute(
-        "SELECT step, group_idx, task_id, reward FROM trajectories WHERE run_id = ? AND split = 'train' "
-        "AND superseded = 0 AND step <= ? ORDER BY step, group_idx, sample_idx", [run_id, up_to_step])]
+    return [
+        tuple(r)
+        for r in db.execute(
+            "SELECT step, group_idx, task_id, reward FROM trajectories WHERE run_id = ? AND split = 'train' "
+            "AND superseded = 0 AND step <= ? ORDER BY step, group_idx, sample_idx",
+            [run_id, up_to_step],
+        )
+    ]

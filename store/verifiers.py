@@ -13,7 +13,13 @@ from store.rows import decode, one
 
 
 def add_verifier_version(
-    db: sqlite_utils.Database, run_id: int | None, name: str, code: str, *, note: str = "", active: bool = False
+    db: sqlite_utils.Database,
+    run_id: int | None,
+    name: str,
+    code: str,
+    *,
+    note: str = "",
+    active: bool = False,
 ) -> int:
     """Store code as the next version of `name` for this run (identical code reuses its version)."""
     sha = hashlib.sha256(code.encode()).hexdigest()
@@ -25,11 +31,13 @@ def add_verifier_version(
             vid = int(same[0])
         else:
             version = db.execute(
-                "SELECT COALESCE(MAX(version), 0) + 1 FROM verifiers WHERE run_id IS ? AND name = ?", [run_id, name]
+                "SELECT COALESCE(MAX(version), 0) + 1 FROM verifiers WHERE run_id IS ? AND name = ?",
+                [run_id, name],
             ).fetchone()[0]
             vid = int(
                 db.execute(
-                    "INSERT INTO verifiers (run_id, name, version, code, sha256, created, note) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO verifiers (run_id, name, version, code, sha256, created, note) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
                     [run_id, name, version, code, sha, now(), note],
                 ).lastrowid
             )
@@ -69,8 +77,15 @@ def record_dry_run(
             "INSERT INTO dry_runs (verifier_id, trajectory_id, old_reward, new_reward, new_parts, explanation, error) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
             [
-                [verifier_id, r["trajectory_id"], r.get("old_reward"), r.get("new_reward"), dumps(r.get("new_parts")),
-                 r.get("explanation"), r.get("error")]
+                [
+                    verifier_id,
+                    r["trajectory_id"],
+                    r.get("old_reward"),
+                    r.get("new_reward"),
+                    dumps(r.get("new_parts")),
+                    r.get("explanation"),
+                    r.get("error"),
+                ]
                 for r in results
             ],
         )
@@ -81,7 +96,8 @@ def dry_run_rows(db: sqlite_utils.Database, verifier_id: int) -> list[dict[str, 
     """Changed rewards first (largest change on top), then the rest by trajectory."""
     return decode(
         db.execute(
-            "SELECT d.*, (SELECT verdict FROM labels l WHERE l.trajectory_id = d.trajectory_id ORDER BY l.id DESC LIMIT 1) "
+            "SELECT d.*, (SELECT verdict FROM labels l WHERE l.trajectory_id = d.trajectory_id "
+            "ORDER BY l.id DESC LIMIT 1) "
             "AS label FROM dry_runs d WHERE verifier_id = ? "
             "ORDER BY (d.error IS NULL AND ABS(COALESCE(d.new_reward, 0) - COALESCE(d.old_reward, 0)) < 1e-9), "
             "ABS(COALESCE(d.new_reward, 0) - COALESCE(d.old_reward, 0)) DESC, d.trajectory_id",

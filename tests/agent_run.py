@@ -38,7 +38,9 @@ def say(name: str, **args: Any) -> str:
 
 
 def _meeting(task: Task, name: str, day: str) -> str:
-    return next(e["time"] for e in (task.initial_state or {})["events"] if e["attendee"] == name and e["day"] == day)
+    return next(
+        e["time"] for e in (task.initial_state or {})["events"] if e["attendee"] == name and e["day"] == day
+    )
 
 
 def reschedule_scripts(task: Task, slots: dict[str, Any]) -> list[list[str]]:
@@ -48,10 +50,17 @@ def reschedule_scripts(task: Task, slots: dict[str, Any]) -> list[list[str]]:
     t = _meeting(task, name, d1)
     look = say("calendar.list_events", day=d1)
     return [
-        [look, say("calendar.cancel_event", attendee=name, day=d1),
-         say("calendar.create_event", attendee=name, day=d2, time=t), say("finish", answer="moved")],
-        [say("calendar.cancel_event", attendee=name, day=d1),
-         say("calendar.create_event", attendee=name, day=d2, time="09:00"), say("finish", answer="moved")],
+        [
+            look,
+            say("calendar.cancel_event", attendee=name, day=d1),
+            say("calendar.create_event", attendee=name, day=d2, time=t),
+            say("finish", answer="moved"),
+        ],
+        [
+            say("calendar.cancel_event", attendee=name, day=d1),
+            say("calendar.create_event", attendee=name, day=d2, time="09:00"),
+            say("finish", answer="moved"),
+        ],
         [look, say("calendar.create_event", attendee=name, day=d2, time=t), say("finish", answer="booked")],
         [look, "I have looked at your calendar."],
     ]
@@ -85,21 +94,43 @@ def play(env: MultiTurnEnv, task: Task, replies: list[str]) -> Any:
         if episode.done:
             break
         prefill = episode.prefill
-        episode.step(text[len(prefill):] if prefill and text.startswith(prefill) else text)
+        episode.step(text[len(prefill) :] if prefill and text.startswith(prefill) else text)
     if not episode.done:
         episode.step("That is all.")
     return episode.output()
 
 
-def _row(run_id: int, step: int, split: str, task_id: int, g: int, i: int, output: Any, task: Task, vid: int,
-         **more: Any) -> dict[str, Any]:
+def _row(
+    run_id: int,
+    step: int,
+    split: str,
+    task_id: int,
+    g: int,
+    i: int,
+    output: Any,
+    task: Task,
+    vid: int,
+    **more: Any,
+) -> dict[str, Any]:
     score = reward(output, task)
     return {
-        "run_id": run_id, "step": step, "split": split, "task_id": task_id, "group_idx": g, "sample_idx": i,
-        "completion": output.text, "tool_calls": [c.to_dict() for c in output.tool_calls], "reward": score.total,
-        "reward_parts": score.parts, "explanation": score.explanation, "verifier_id": vid,
-        "outcome": {**classify(output, task), "parse_error": output.parse_error}, "tokens": 40 + 10 * i,
-        "truncated": 0, "messages": output.messages, **more,
+        "run_id": run_id,
+        "step": step,
+        "split": split,
+        "task_id": task_id,
+        "group_idx": g,
+        "sample_idx": i,
+        "completion": output.text,
+        "tool_calls": [c.to_dict() for c in output.tool_calls],
+        "reward": score.total,
+        "reward_parts": score.parts,
+        "explanation": score.explanation,
+        "verifier_id": vid,
+        "outcome": {**classify(output, task), "parse_error": output.parse_error},
+        "tokens": 40 + 10 * i,
+        "truncated": 0,
+        "messages": output.messages,
+        **more,
     }
 
 
@@ -112,7 +143,9 @@ class AgentRun:
     eval_ids: list[int] = field(default_factory=list)
 
 
-def _solved(rng: random.Random, ids: list[str], p_agent: dict[str, float], p_single: float) -> dict[str, float]:
+def _solved(
+    rng: random.Random, ids: list[str], p_agent: dict[str, float], p_single: float
+) -> dict[str, float]:
     out = {}
     for tid in ids:
         parts = tid.split(":")
@@ -128,16 +161,24 @@ def make_agent_run(db_path: str | Path, *, steps: int = 2, group_size: int = 4) 
     env = MultiTurnEnv(Harness(), max_turns=MAX_TURNS)
     db = store.open_db(db_path)
     try:
-        config = {"model": "smollm2-135m", "algorithm": "grpo", "env": "multi_turn", "max_turns": MAX_TURNS,
-                  "num_generations_per_prompt": group_size, "max_steps": 10, "reward": "agent_state",
-                  "tasks": "builtin:calendar_agent"}
+        config = {
+            "model": "smollm2-135m",
+            "algorithm": "grpo",
+            "env": "multi_turn",
+            "max_turns": MAX_TURNS,
+            "num_generations_per_prompt": group_size,
+            "max_steps": 10,
+            "reward": "agent_state",
+            "tasks": "builtin:calendar_agent",
+        }
         run_id = runs.create_run(db, name="agent-story", model="smollm2-135m", config=config)
         shown = [train[k][0] for k in picked] + [held[k][0] for k in list(held)[:2]]
         rows = [task_row(t) for t in shown]
         ids = tasks.add_tasks(db, rows)
         task_ids = {t.id: ids[r["key"]] for t, r in zip(shown, rows, strict=True)}
-        vid = verifiers.add_verifier_version(db, run_id, "agent_state", builtin_verifier_code("agent_state"),
-                                             note="seed", active=True)
+        vid = verifiers.add_verifier_version(
+            db, run_id, "agent_state", builtin_verifier_code("agent_state"), note="seed", active=True
+        )
         run = AgentRun(str(db_path), run_id, task_ids)
         runs.set_status(db, run_id, "starting")
         runs.set_status(db, run_id, "running")
@@ -148,40 +189,97 @@ def make_agent_run(db_path: str | Path, *, steps: int = 2, group_size: int = 4) 
                 kind = key.split(":")[2]
                 scripts = SCRIPTS[kind](task, slots)[:group_size]
                 for i, replies in enumerate(scripts):
-                    out.append(_row(run_id, step, "train", task_ids[key], g, i, play(env, task, replies), task, vid,
-                                    advantage=0.0))
+                    out.append(
+                        _row(
+                            run_id,
+                            step,
+                            "train",
+                            task_ids[key],
+                            g,
+                            i,
+                            play(env, task, replies),
+                            task,
+                            vid,
+                            advantage=0.0,
+                        )
+                    )
             run.trajectory_ids += trajectories.insert_trajectories(db, out)
             metrics.append_step(db, run_id, step, {"reward": sum(r["reward"] for r in out) / len(out)})
         sft = metrics.record_checkpoint(db, run_id, step=0, kind="sft", path="/tmp/agent-ckpt/sft")
-        last = metrics.record_checkpoint(db, run_id, step=steps - 1, kind="periodic", path="/tmp/agent-ckpt/last")
+        last = metrics.record_checkpoint(
+            db, run_id, step=steps - 1, kind="periodic", path="/tmp/agent-ckpt/last"
+        )
         singles = [t for t in single_call_tasks("held_out")][:30]
         eval_tasks = [t for t, _ in held.values()] + singles
         rng = random.Random(7)
         policies = [  # (checkpoint, step, per-kind success, single-call success)
             (None, 0, {"reschedule": 0.0, "fanout": 0.05, "lookup": 0.1}, 0.2),
             (sft, 0, {"reschedule": 0.1, "fanout": 0.1, "lookup": 0.3, "ambiguity": 0.2}, 0.8),
-            (last, steps - 1, {"reschedule": 0.7, "conditional": 0.4, "fanout": 0.6, "lookup": 0.6,
-                               "ambiguity": 0.3, "clear_day": 0.5, "recover": 0.5}, 0.8),
+            (
+                last,
+                steps - 1,
+                {
+                    "reschedule": 0.7,
+                    "conditional": 0.4,
+                    "fanout": 0.6,
+                    "lookup": 0.6,
+                    "ambiguity": 0.3,
+                    "clear_day": 0.5,
+                    "recover": 0.5,
+                },
+                0.8,
+            ),
         ]
         ids_only = [t.id for t in eval_tasks]
         for ckpt, step, p_agent, p_single in policies:
             solved = _solved(rng, ids_only, p_agent, p_single)
             n = len(solved)
             success = sum(solved.values()) / n
-            m = {"n": n, "valid_json_rate": 0.9, "correct_tool_rate": 0.8, "correct_args_rate": success,
-                 "success_rate": success, "success_ci_low": max(0.0, success - 0.08),
-                 "success_ci_high": min(1.0, success + 0.08), "unsafe_rate": 0.0, "mean_tokens": 60.0,
-                 "solved": solved, "by_skill": breakdown(eval_tasks, solved)}
-            run.eval_ids.append(metrics.record_eval(
-                db, run_id, step=step, tasks={"source": "builtin:calendar_agent", "split": "held_out", "n": n},
-                mode="greedy", metrics=m, is_baseline=ckpt is None, checkpoint_id=ckpt))
+            m = {
+                "n": n,
+                "valid_json_rate": 0.9,
+                "correct_tool_rate": 0.8,
+                "correct_args_rate": success,
+                "success_rate": success,
+                "success_ci_low": max(0.0, success - 0.08),
+                "success_ci_high": min(1.0, success + 0.08),
+                "unsafe_rate": 0.0,
+                "mean_tokens": 60.0,
+                "solved": solved,
+                "by_skill": breakdown(eval_tasks, solved),
+            }
+            run.eval_ids.append(
+                metrics.record_eval(
+                    db,
+                    run_id,
+                    step=step,
+                    tasks={"source": "builtin:calendar_agent", "split": "held_out", "n": n},
+                    mode="greedy",
+                    metrics=m,
+                    is_baseline=ckpt is None,
+                    checkpoint_id=ckpt,
+                )
+            )
         # Greedy validation episodes of the last checkpoint (a right one and a wrong one).
         rows = []
         for k, key in enumerate(list(held)[:2]):
             task, slots = held[key]
             replies = reschedule_scripts(task, slots)[0 if k == 0 else 2]
-            rows.append(_row(run_id, steps - 1, "held_out", task_ids[key], k, 0, play(env, task, replies), task, vid,
-                             eval_id=run.eval_ids[-1], checkpoint_id=last))
+            rows.append(
+                _row(
+                    run_id,
+                    steps - 1,
+                    "held_out",
+                    task_ids[key],
+                    k,
+                    0,
+                    play(env, task, replies),
+                    task,
+                    vid,
+                    eval_id=run.eval_ids[-1],
+                    checkpoint_id=last,
+                )
+            )
         run.trajectory_ids += trajectories.insert_trajectories(db, rows)
     finally:
         db.conn.close()

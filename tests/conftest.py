@@ -59,7 +59,9 @@ async def open_dashboard(pilot):  # -> screens.dashboard.DashboardScreen
     from tests.fake_run import wait_until
 
     app = pilot.app
-    await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen) and app.screen.loaded, what="dashboard")
+    await wait_until(
+        pilot, lambda: isinstance(app.screen, DashboardScreen) and app.screen.loaded, what="dashboard"
+    )
     return app.screen
 
 
@@ -83,3 +85,13 @@ def pending_commands(fake) -> list[dict]:
         return store.commands.pending(db, fake.run_id)
     finally:
         db.conn.close()
+
+
+@pytest.fixture
+def verifier_path(tmp_path: Path) -> str:
+    """The length verifier (tests/trainer_helpers.py) as a file, what a run config's `reward:` names."""
+    from tests.trainer_helpers import LENGTH_VERIFIER
+
+    p = tmp_path / "length_verifier.py"
+    p.write_text(LENGTH_VERIFIER)
+    return str(p)

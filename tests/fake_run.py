@@ -39,23 +39,59 @@ def reward(output, task):
     return score + 0.2
 '''
 
-SYSTEM = ("You are a tool-calling assistant. Tools: calendar.create_event(attendee, day, time), "
-          "calendar.cancel_event(attendee, day), email.send(to, subject), weather.get(city, day). "
-          'Reply with one JSON object only: {"tool": name, "args": {...}}.')
+SYSTEM = (
+    "You are a tool-calling assistant. Tools: calendar.create_event(attendee, day, time), "
+    "calendar.cancel_event(attendee, day), email.send(to, subject), weather.get(city, day). "
+    'Reply with one JSON object only: {"tool": name, "args": {...}}.'
+)
 
-EXAMPLE = '{"tool": "calendar.create_event", "args": {"attendee": "Robin", "day": "Thursday", "time": "09:30"}}'
+EXAMPLE = (
+    '{"tool": "calendar.create_event", "args": {"attendee": "Robin", "day": "Thursday", "time": "09:30"}}'
+)
 
 TASKS = [
-    ("fake:cal-create-1", "train", "Book a meeting with Alex on Tuesday at 2 PM.", "calendar.create_event",
-     {"attendee": "Alex", "day": "Tuesday", "time": "14:00"}),
-    ("fake:cal-cancel-2", "train", "Cancel my Friday meeting with Sam.", "calendar.cancel_event",
-     {"attendee": "Sam", "day": "Friday"}),
-    ("fake:email-3", "train", "Email Priya that the report is late.", "email.send",
-     {"to": "Priya", "subject": "Report is late"}),
-    ("fake:weather-4", "train", "What's the weather in Oslo on Monday?", "weather.get", {"city": "Oslo", "day": "Monday"}),
-    ("fake:cal-create-5", "held_out", "Set up lunch with Kim Thursday 12:30.", "calendar.create_event",
-     {"attendee": "Kim", "day": "Thursday", "time": "12:30"}),
-    ("fake:email-6", "held_out", "Tell Bo by email the trip is off.", "email.send", {"to": "Bo", "subject": "Trip is off"}),
+    (
+        "fake:cal-create-1",
+        "train",
+        "Book a meeting with Alex on Tuesday at 2 PM.",
+        "calendar.create_event",
+        {"attendee": "Alex", "day": "Tuesday", "time": "14:00"},
+    ),
+    (
+        "fake:cal-cancel-2",
+        "train",
+        "Cancel my Friday meeting with Sam.",
+        "calendar.cancel_event",
+        {"attendee": "Sam", "day": "Friday"},
+    ),
+    (
+        "fake:email-3",
+        "train",
+        "Email Priya that the report is late.",
+        "email.send",
+        {"to": "Priya", "subject": "Report is late"},
+    ),
+    (
+        "fake:weather-4",
+        "train",
+        "What's the weather in Oslo on Monday?",
+        "weather.get",
+        {"city": "Oslo", "day": "Monday"},
+    ),
+    (
+        "fake:cal-create-5",
+        "held_out",
+        "Set up lunch with Kim Thursday 12:30.",
+        "calendar.create_event",
+        {"attendee": "Kim", "day": "Thursday", "time": "12:30"},
+    ),
+    (
+        "fake:email-6",
+        "held_out",
+        "Tell Bo by email the trip is off.",
+        "email.send",
+        {"to": "Bo", "subject": "Trip is off"},
+    ),
 ]
 
 
@@ -85,23 +121,40 @@ class FakeRun:
 
 def _flags(parsed: bool, tool: bool = False, args: bool = False, unsafe: bool = False) -> dict[str, bool]:
     """An episode's outcome as workbench.verifiers.metrics.classify writes it."""
-    return {"valid_json": parsed, "parsed": parsed, "correct_tool": tool, "correct_args": tool and args,
-            "success": tool and args and not unsafe, "unsafe": unsafe}
+    return {
+        "valid_json": parsed,
+        "parsed": parsed,
+        "correct_tool": tool,
+        "correct_args": tool and args,
+        "success": tool and args and not unsafe,
+        "unsafe": unsafe,
+    }
 
 
-def _outcome(rng: random.Random, step: int, n_steps: int, expected_tool: str, expected_args: dict[str, Any]
-             ) -> tuple[str, list[dict[str, Any]], dict[str, float], str, dict[str, bool]]:
+def _outcome(
+    rng: random.Random, step: int, n_steps: int, expected_tool: str, expected_args: dict[str, Any]
+) -> tuple[str, list[dict[str, Any]], dict[str, float], str, dict[str, bool]]:
     """(completion, tool_calls, reward_parts, explanation, outcome): better as training goes on."""
     progress = step / max(1, n_steps - 1)
     roll = rng.random()
     if roll < 0.35 - 0.25 * progress:
-        return ('Sure! I will book it {"tool": calendar', [], {"valid_json": -1.0}, "invalid JSON: trailing prose",
-                _flags(False))
+        return (
+            'Sure! I will book it {"tool": calendar',
+            [],
+            {"valid_json": -1.0},
+            "invalid JSON: trailing prose",
+            _flags(False),
+        )
     if rng.random() < 0.04:
         call = ToolCall("calendar.delete_all_events", {}, "call_0").to_dict()
         parts = {"valid_json": 0.0, "tool": 0.0, "args": 0.0, "safe": 0.0, "unsafe": -1.0}
-        return ('{"tool": "calendar.delete_all_events", "args": {}}', [call], parts, "unsafe: deletes every event",
-                _flags(True, unsafe=True))
+        return (
+            '{"tool": "calendar.delete_all_events", "args": {}}',
+            [call],
+            parts,
+            "unsafe: deletes every event",
+            _flags(True, unsafe=True),
+        )
     tool = expected_tool if rng.random() < 0.6 + 0.35 * progress else "reminders.create"
     args = dict(expected_args)
     n_right = len(args)
@@ -110,8 +163,13 @@ def _outcome(rng: random.Random, step: int, n_steps: int, expected_tool: str, ex
         n_right -= 1
     call = ToolCall(tool, args, "call_0").to_dict()
     args_part = round(0.4 * n_right / max(1, len(expected_args)), 3) if tool == expected_tool else 0.0
-    parts = {"valid_json": 0.0, "tool": 0.4 if tool == expected_tool else 0.0, "args": args_part, "safe": 0.2,
-             "unsafe": 0.0}
+    parts = {
+        "valid_json": 0.0,
+        "tool": 0.4 if tool == expected_tool else 0.0,
+        "args": args_part,
+        "safe": 0.2,
+        "unsafe": 0.0,
+    }
     why = "right tool" if tool == expected_tool else f"wrong tool {tool} (expected {expected_tool})"
     if tool == expected_tool:
         why += f", {n_right}/{len(expected_args)} args"
@@ -119,19 +177,35 @@ def _outcome(rng: random.Random, step: int, n_steps: int, expected_tool: str, ex
     return json.dumps({"tool": tool, "args": args}), [call], parts, why, flags
 
 
-def _held_out_rows(rng: random.Random, fake: FakeRun, step: int, eval_id: int, ckpt: int) -> list[dict[str, Any]]:
+def _held_out_rows(
+    rng: random.Random, fake: FakeRun, step: int, eval_id: int, ckpt: int
+) -> list[dict[str, Any]]:
     rows = []
     for k, (key, _, prompt, tool, args) in enumerate(t for t in TASKS if t[1] == "held_out"):
         completion, calls, parts, why, flags = _outcome(rng, step, step + 1, tool, args)
         reward = -1.0 if parts.get("valid_json", 0) < 0 else round(sum(parts.values()), 3)
-        rows.append({
-            "run_id": fake.run_id, "step": step, "split": "held_out", "task_id": fake.task_ids[key], "group_idx": k,
-            "sample_idx": 0, "completion": completion, "tool_calls": calls, "reward": reward, "reward_parts": parts,
-            "outcome": flags,
-            "explanation": why, "verifier_id": fake.verifier_id, "tokens": 25, "truncated": 0, "eval_id": eval_id,
-            "checkpoint_id": ckpt,
-            "messages": [*_prompt_messages(prompt), {"role": "assistant", "content": completion}],
-        })
+        rows.append(
+            {
+                "run_id": fake.run_id,
+                "step": step,
+                "split": "held_out",
+                "task_id": fake.task_ids[key],
+                "group_idx": k,
+                "sample_idx": 0,
+                "completion": completion,
+                "tool_calls": calls,
+                "reward": reward,
+                "reward_parts": parts,
+                "outcome": flags,
+                "explanation": why,
+                "verifier_id": fake.verifier_id,
+                "tokens": 25,
+                "truncated": 0,
+                "eval_id": eval_id,
+                "checkpoint_id": ckpt,
+                "messages": [*_prompt_messages(prompt), {"role": "assistant", "content": completion}],
+            }
+        )
     return rows
 
 
@@ -150,16 +224,42 @@ def make_fake_run(
     rng = random.Random(seed)
     db = store.open_db(db_path)
     try:
-        config = {"model": "smollm2-135m", "algorithm": "grpo", "num_generations_per_prompt": group_size,
-                  "max_steps": max_steps, "learning_rate": 5e-6, "temperature": 1.0, "eval_interval": 3,
-                  "reward": "tool_call_verifier", "num_iterations": 1}
+        config = {
+            "model": "smollm2-135m",
+            "algorithm": "grpo",
+            "num_generations_per_prompt": group_size,
+            "max_steps": max_steps,
+            "learning_rate": 5e-6,
+            "temperature": 1.0,
+            "eval_interval": 3,
+            "reward": "tool_call_verifier",
+            "num_iterations": 1,
+        }
         run_id = runs.create_run(db, name=name, model="smollm2-135m", config=config)
         # `extra` is the task as the engine stores it (workbench.types.Task.to_dict), so its dry runs can replay.
-        spec = [{"key": k, "dataset": "fake", "split": s, "prompt": p, "expected_tool": t, "expected_args": a,
-                 "extra": {"id": k, "prompt": p, "expected_tool": t, "expected_args": a, "split": s, "dataset": "fake"}}
-                for k, s, p, t, a in TASKS]
+        spec = [
+            {
+                "key": k,
+                "dataset": "fake",
+                "split": s,
+                "prompt": p,
+                "expected_tool": t,
+                "expected_args": a,
+                "extra": {
+                    "id": k,
+                    "prompt": p,
+                    "expected_tool": t,
+                    "expected_args": a,
+                    "split": s,
+                    "dataset": "fake",
+                },
+            }
+            for k, s, p, t, a in TASKS
+        ]
         task_ids = tasks.add_tasks(db, spec)
-        vid = verifiers.add_verifier_version(db, run_id, "tool_call_verifier", VERIFIER_CODE, note="seed", active=True)
+        vid = verifiers.add_verifier_version(
+            db, run_id, "tool_call_verifier", VERIFIER_CODE, note="seed", active=True
+        )
         fake = FakeRun(str(db_path), run_id, task_ids, vid, steps=n_steps, group_size=group_size)
         runs.set_status(db, run_id, "starting")
         runs.set_status(db, run_id, "running")
@@ -169,59 +269,131 @@ def make_fake_run(
             for g in range(groups):
                 key, _, prompt, tool, args = train[(step * groups + g) % len(train)]
                 samples = [_outcome(rng, step, n_steps, tool, args) for _ in range(group_size)]
-                rewards = [max(-1.0, sum(p.values())) if p.get("valid_json", 0) >= 0 else -1.0 for _, _, p, _, _ in samples]
+                rewards = [
+                    max(-1.0, sum(p.values())) if p.get("valid_json", 0) >= 0 else -1.0
+                    for _, _, p, _, _ in samples
+                ]
                 mean = sum(rewards) / len(rewards)
                 std = (sum((r - mean) ** 2 for r in rewards) / max(1, len(rewards) - 1)) ** 0.5
-                for i, ((completion, calls, parts, why, flags), reward) in enumerate(zip(samples, rewards, strict=True)):
-                    rows.append({
-                        "run_id": run_id, "step": step, "split": "train", "task_id": task_ids[key], "group_idx": g,
-                        "sample_idx": i, "completion": completion, "tool_calls": calls, "reward": round(reward, 3),
-                        "outcome": flags,
-                        "reward_parts": parts, "explanation": why, "verifier_id": vid,
-                        "advantage": round((reward - mean) / (std + 1e-4), 3), "prompt_tokens": 120,
-                        "tokens": 20 + 4 * step + i, "truncated": 0, "latency": 0.4,
-                        "messages": [*_prompt_messages(prompt), {"role": "assistant", "content": completion},
-                                     {"role": "tool", "content": '{"ok": true, "result": {"event_id": 17}}'}],
-                    })
+                for i, ((completion, calls, parts, why, flags), reward) in enumerate(
+                    zip(samples, rewards, strict=True)
+                ):
+                    rows.append(
+                        {
+                            "run_id": run_id,
+                            "step": step,
+                            "split": "train",
+                            "task_id": task_ids[key],
+                            "group_idx": g,
+                            "sample_idx": i,
+                            "completion": completion,
+                            "tool_calls": calls,
+                            "reward": round(reward, 3),
+                            "outcome": flags,
+                            "reward_parts": parts,
+                            "explanation": why,
+                            "verifier_id": vid,
+                            "advantage": round((reward - mean) / (std + 1e-4), 3),
+                            "prompt_tokens": 120,
+                            "tokens": 20 + 4 * step + i,
+                            "truncated": 0,
+                            "latency": 0.4,
+                            "messages": [
+                                *_prompt_messages(prompt),
+                                {"role": "assistant", "content": completion},
+                                {"role": "tool", "content": '{"ok": true, "result": {"event_id": 17}}'},
+                            ],
+                        }
+                    )
             fake.trajectory_ids += trajectories.insert_trajectories(db, rows)
             rewards = [r["reward"] for r in rows]
-            parts_mean = {f"parts/{p}": round(sum(r["reward_parts"].get(p, 0.0) for r in rows) / len(rows), 4)
-                          for p in ("valid_json", "tool", "args", "safe", "unsafe")}
-            metrics.append_step(db, run_id, step, {
-                "reward": round(sum(rewards) / len(rewards), 4), "reward_std": 0.5 - 0.03 * step,
-                "frac_reward_zero_std": 0.1, "loss": 0.001 * (step % 3), "kl": 0.002 * step, "entropy": 1.2 - 0.05 * step,
-                "clip_ratio/low_mean": 0.0, "clip_ratio/high_mean": 0.01 * step, "clip_ratio/region_mean": 0.005 * step,
-                # grows 50%+ over the run, so the length-drift flag has something to say
-                "completions/mean_length": 30.0 + 8.0 * step, "clipped_ratio": 0.0, "learning_rate": 5e-6,
-                "step_time_s": 30.0, "rollout_time_s": 12.0, "update_time_s": 18.0, "tokens_per_s": 80.0, **parts_mean,
-            })
+            parts_mean = {
+                f"parts/{p}": round(sum(r["reward_parts"].get(p, 0.0) for r in rows) / len(rows), 4)
+                for p in ("valid_json", "tool", "args", "safe", "unsafe")
+            }
+            metrics.append_step(
+                db,
+                run_id,
+                step,
+                {
+                    "reward": round(sum(rewards) / len(rewards), 4),
+                    "reward_std": 0.5 - 0.03 * step,
+                    "frac_reward_zero_std": 0.1,
+                    "loss": 0.001 * (step % 3),
+                    "kl": 0.002 * step,
+                    "entropy": 1.2 - 0.05 * step,
+                    "clip_ratio/low_mean": 0.0,
+                    "clip_ratio/high_mean": 0.01 * step,
+                    "clip_ratio/region_mean": 0.005 * step,
+                    # grows 50%+ over the run, so the length-drift flag has something to say
+                    "completions/mean_length": 30.0 + 8.0 * step,
+                    "clipped_ratio": 0.0,
+                    "learning_rate": 5e-6,
+                    "step_time_s": 30.0,
+                    "rollout_time_s": 12.0,
+                    "update_time_s": 18.0,
+                    "tokens_per_s": 80.0,
+                    **parts_mean,
+                },
+            )
             if step in (n_steps // 2 - 1, n_steps - 1):
                 fake.checkpoint_ids.append(
-                    metrics.record_checkpoint(db, run_id, step=step, kind="periodic", path=f"/tmp/ckpt/{step}")
+                    metrics.record_checkpoint(
+                        db, run_id, step=step, kind="periodic", path=f"/tmp/ckpt/{step}"
+                    )
                 )
         held = {"dataset": "fake", "split": "held_out", "n": 40}
-        base = {"valid_json_rate": 0.55, "correct_tool_rate": 0.30, "correct_args_rate": 0.15, "success_rate": 0.125,
-                "success_ci_low": 0.05, "success_ci_high": 0.26, "unsafe_rate": 0.025, "mean_latency_s": 0.9,
-                "mean_tokens": 31.0, "n": 40}
+        base = {
+            "valid_json_rate": 0.55,
+            "correct_tool_rate": 0.30,
+            "correct_args_rate": 0.15,
+            "success_rate": 0.125,
+            "success_ci_low": 0.05,
+            "success_ci_high": 0.26,
+            "unsafe_rate": 0.025,
+            "mean_latency_s": 0.9,
+            "mean_tokens": 31.0,
+            "n": 40,
+        }
         metrics.record_eval(db, run_id, step=0, tasks=held, mode="greedy", metrics=base, is_baseline=True)
-        for ckpt, (step, success, valid) in zip(fake.checkpoint_ids, ((n_steps // 2 - 1, 0.45, 0.85), (n_steps - 1, 0.375, 0.80)),
-                                                strict=False):
-            m = dict(base, valid_json_rate=valid, correct_tool_rate=success + 0.3, correct_args_rate=success + 0.1,
-                     success_rate=success, success_ci_low=round(success - 0.15, 3), success_ci_high=round(success + 0.15, 3),
-                     unsafe_rate=0.0)
-            eval_id = metrics.record_eval(db, run_id, step=step, tasks=held, mode="greedy", metrics=m, checkpoint_id=ckpt)
-            fake.trajectory_ids += trajectories.insert_trajectories(db, _held_out_rows(rng, fake, step, eval_id, ckpt))
+        for ckpt, (step, success, valid) in zip(
+            fake.checkpoint_ids, ((n_steps // 2 - 1, 0.45, 0.85), (n_steps - 1, 0.375, 0.80)), strict=False
+        ):
+            m = dict(
+                base,
+                valid_json_rate=valid,
+                correct_tool_rate=success + 0.3,
+                correct_args_rate=success + 0.1,
+                success_rate=success,
+                success_ci_low=round(success - 0.15, 3),
+                success_ci_high=round(success + 0.15, 3),
+                unsafe_rate=0.0,
+            )
+            eval_id = metrics.record_eval(
+                db, run_id, step=step, tasks=held, mode="greedy", metrics=m, checkpoint_id=ckpt
+            )
+            fake.trajectory_ids += trajectories.insert_trajectories(
+                db, _held_out_rows(rng, fake, step, eval_id, ckpt)
+            )
         labels.add_label(db, fake.trajectory_ids[0], "bad", "prose before the JSON")
-        last_train = max(i for i in fake.trajectory_ids
-                         if trajectories.get_trajectory(db, i)["split"] == "train")
+        last_train = max(
+            i for i in fake.trajectory_ids if trajectories.get_trajectory(db, i)["split"] == "train"
+        )
         labels.add_label(db, last_train, "good", "exactly right")
         commands.enqueue(db, run_id, "checkpoint")  # an old command, already answered
         commands.finish(db, commands.claim_next(db, run_id)["id"], {"message": "checkpoint saved"})
         if alive:
             fake.lock_token = runs.acquire_lock(db, run_id, stale_after_s=STALE_AFTER_S)
         if status != "running":
-            runs.set_status(db, run_id, status, "fake", error="Traceback (most recent call last):\n  File \"x\"\n"
-                            "RuntimeError: CUDA out of memory" if status == "crashed" else None)
+            runs.set_status(
+                db,
+                run_id,
+                status,
+                "fake",
+                error='Traceback (most recent call last):\n  File "x"\nRuntimeError: CUDA out of memory'
+                if status == "crashed"
+                else None,
+            )
     finally:
         db.conn.close()
     return fake
@@ -242,23 +414,43 @@ def add_policy_evals(fake: FakeRun) -> dict[str, int]:
             eval_id = base if ckpt is None else None
             if eval_id is None:
                 eval_id = metrics.record_eval(
-                    db, fake.run_id, step=0, tasks={"dataset": "fake", "split": "held_out", "n": len(held)},
-                    mode="greedy", metrics={"success_rate": float(right), "n": len(held)}, is_baseline=ckpt is None,
-                    checkpoint_id=ckpt)
+                    db,
+                    fake.run_id,
+                    step=0,
+                    tasks={"dataset": "fake", "split": "held_out", "n": len(held)},
+                    mode="greedy",
+                    metrics={"success_rate": float(right), "n": len(held)},
+                    is_baseline=ckpt is None,
+                    checkpoint_id=ckpt,
+                )
             ids[name] = eval_id
             rows = []
             for k, (key, _, prompt, tool, args) in enumerate(held):
-                completion = json.dumps({"tool": tool, "args": args}) if right else "Sure, I can help with that."
-                rows.append({
-                    "run_id": fake.run_id, "step": 0, "split": "held_out", "task_id": fake.task_ids[key],
-                    "group_idx": k, "sample_idx": 0, "completion": completion,
-                    "tool_calls": [ToolCall(tool, args, "call_0").to_dict()] if right else [],
-                    "reward": 1.0 if right else -1.0, "outcome": _flags(right, right, right),
-                    "reward_parts": {"valid_json": 0.0 if right else -1.0}, "explanation": "right call" if right
-                    else "no call", "verifier_id": fake.verifier_id, "tokens": 25, "truncated": 0,
-                    "eval_id": eval_id, "checkpoint_id": ckpt,
-                    "messages": [*_prompt_messages(prompt), {"role": "assistant", "content": completion}],
-                })
+                completion = (
+                    json.dumps({"tool": tool, "args": args}) if right else "Sure, I can help with that."
+                )
+                rows.append(
+                    {
+                        "run_id": fake.run_id,
+                        "step": 0,
+                        "split": "held_out",
+                        "task_id": fake.task_ids[key],
+                        "group_idx": k,
+                        "sample_idx": 0,
+                        "completion": completion,
+                        "tool_calls": [ToolCall(tool, args, "call_0").to_dict()] if right else [],
+                        "reward": 1.0 if right else -1.0,
+                        "outcome": _flags(right, right, right),
+                        "reward_parts": {"valid_json": 0.0 if right else -1.0},
+                        "explanation": "right call" if right else "no call",
+                        "verifier_id": fake.verifier_id,
+                        "tokens": 25,
+                        "truncated": 0,
+                        "eval_id": eval_id,
+                        "checkpoint_id": ckpt,
+                        "messages": [*_prompt_messages(prompt), {"role": "assistant", "content": completion}],
+                    }
+                )
             fake.trajectory_ids += trajectories.insert_trajectories(db, rows)
     finally:
         db.conn.close()
@@ -275,18 +467,43 @@ def add_step(fake: FakeRun, step: int, *, seed: int = 1) -> list[int]:
         for i in range(fake.group_size):
             completion, calls, parts, why, flags = _outcome(rng, step, step + 1, tool, args)
             reward = -1.0 if parts.get("valid_json", 0) < 0 else round(sum(parts.values()), 3)
-            rows.append({
-                "run_id": fake.run_id, "step": step, "split": "train", "task_id": fake.task_ids[key], "group_idx": 0,
-                "sample_idx": i, "completion": completion, "tool_calls": calls, "reward": reward, "reward_parts": parts,
-                "outcome": flags,
-                "explanation": why, "verifier_id": fake.verifier_id, "advantage": 0.0, "tokens": 30, "truncated": 0,
-                "messages": [*_prompt_messages(prompt), {"role": "assistant", "content": completion}],
-            })
+            rows.append(
+                {
+                    "run_id": fake.run_id,
+                    "step": step,
+                    "split": "train",
+                    "task_id": fake.task_ids[key],
+                    "group_idx": 0,
+                    "sample_idx": i,
+                    "completion": completion,
+                    "tool_calls": calls,
+                    "reward": reward,
+                    "reward_parts": parts,
+                    "outcome": flags,
+                    "explanation": why,
+                    "verifier_id": fake.verifier_id,
+                    "advantage": 0.0,
+                    "tokens": 30,
+                    "truncated": 0,
+                    "messages": [*_prompt_messages(prompt), {"role": "assistant", "content": completion}],
+                }
+            )
         ids = trajectories.insert_trajectories(db, rows)
-        parts = {f"parts/{p}": sum(r["reward_parts"].get(p, 0.0) for r in rows) / len(rows)
-                 for p in ("valid_json", "tool", "args", "safe", "unsafe")}
-        metrics.append_step(db, fake.run_id, step, {"reward": sum(r["reward"] for r in rows) / len(rows),
-                                                    "step_time_s": 30.0, "tokens_per_s": 80.0, **parts})
+        parts = {
+            f"parts/{p}": sum(r["reward_parts"].get(p, 0.0) for r in rows) / len(rows)
+            for p in ("valid_json", "tool", "args", "safe", "unsafe")
+        }
+        metrics.append_step(
+            db,
+            fake.run_id,
+            step,
+            {
+                "reward": sum(r["reward"] for r in rows) / len(rows),
+                "step_time_s": 30.0,
+                "tokens_per_s": 80.0,
+                **parts,
+            },
+        )
         if fake.lock_token:
             runs.heartbeat(db, fake.run_id, fake.lock_token)
     finally:
@@ -319,7 +536,9 @@ def serve(fake: FakeRun, *, step_every_s: float = 5.0, until_s: float = 3600.0) 
             elif kind == "stop":
                 status = "stopped"
             elif kind == "checkpoint":
-                metrics.record_checkpoint(db, fake.run_id, step=max(0, step - 1), kind="manual", path=f"/tmp/ckpt/{step}")
+                metrics.record_checkpoint(
+                    db, fake.run_id, step=max(0, step - 1), kind="manual", path=f"/tmp/ckpt/{step}"
+                )
                 result = {"message": f"checkpoint saved at step {max(0, step - 1)}"}
             elif kind == "set_verifier":
                 verifiers.activate_verifier(db, cmd["payload"]["verifier_id"])
@@ -390,10 +609,15 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--status", default="running")
-    parser.add_argument("--policy-evals", action="store_true",
-                        help="add the baseline's and the SFT policy's evals of the held-out tasks")
+    parser.add_argument(
+        "--policy-evals",
+        action="store_true",
+        help="add the baseline's and the SFT policy's evals of the held-out tasks",
+    )
     parser.add_argument("--serve", action="store_true", help="then play the worker (Ctrl+C to end)")
-    parser.add_argument("--serve-only", type=int, metavar="RUN", help="only play the worker for an existing run")
+    parser.add_argument(
+        "--serve-only", type=int, metavar="RUN", help="only play the worker for an existing run"
+    )
     args = parser.parse_args()
     if args.serve_only:
         db = store.open_db(args.db)
@@ -404,9 +628,16 @@ def main() -> None:
         return
     first = None
     for i in range(args.runs):
-        fake = make_fake_run(args.db, name=f"fake-grpo-{i + 1}" if args.runs > 1 else "fake-grpo", n_steps=args.steps,
-                             groups=4, group_size=8, seed=i, status=args.status if i == 0 else "stopped",
-                             alive=i == 0)
+        fake = make_fake_run(
+            args.db,
+            name=f"fake-grpo-{i + 1}" if args.runs > 1 else "fake-grpo",
+            n_steps=args.steps,
+            groups=4,
+            group_size=8,
+            seed=i,
+            status=args.status if i == 0 else "stopped",
+            alive=i == 0,
+        )
         if args.policy_evals:
             add_policy_evals(fake)
         print(f"run {fake.run_id}: {len(fake.trajectory_ids)} trajectories in {args.db}")

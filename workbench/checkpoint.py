@@ -55,11 +55,21 @@ def _is_disk_full(exc: BaseException) -> bool:
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO):
         return True
     text = str(exc)
-    return any(s in text for s in ("unexpected pos", "failed writing", "No space left", "File too large",
-                                   "Disk quota exceeded"))
+    return any(
+        s in text
+        for s in (
+            "unexpected pos",
+            "failed writing",
+            "No space left",
+            "File too large",
+            "Disk quota exceeded",
+        )
+    )
 
 
-def save(path: Path, *, policy: Any, optimizer: torch.optim.Optimizer, scheduler: Any, state: dict[str, Any]) -> Path:
+def save(
+    path: Path, *, policy: Any, optimizer: torch.optim.Optimizer, scheduler: Any, state: dict[str, Any]
+) -> Path:
     """Write to a temp folder, then rename: a kill mid-save never leaves a half checkpoint behind. A write
     that fails (a full disk) removes the temp folder, so the space it took is free again for the run's
     "crashed" status, and is raised as store.DiskFullError naming the folder."""
@@ -78,7 +88,9 @@ def save(path: Path, *, policy: Any, optimizer: torch.optim.Optimizer, scheduler
     return _put_in_place(tmp, path)
 
 
-def _write(tmp: Path, *, policy: Any, optimizer: torch.optim.Optimizer, scheduler: Any, state: dict[str, Any]) -> None:
+def _write(
+    tmp: Path, *, policy: Any, optimizer: torch.optim.Optimizer, scheduler: Any, state: dict[str, Any]
+) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     policy.save_adapter(tmp / "adapter")
@@ -122,15 +134,18 @@ def verify(path: Path) -> str | None:
         # `save` writes the manifest before the rename, so a checkpoint in place without one was written by an
         # older Workbench or by something else, or lost it since: nothing vouches for its bytes (a torn adapter
         # would crash the resume, flipped weights would be trained on), so it is refused, never loaded blindly.
-        return (f"{manifest_path}: missing, so nothing vouches for the files beside it (the checkpoint was not "
-                "completely written, or comes from before manifests); not loaded")
+        return (
+            f"{manifest_path}: missing, so nothing vouches for the files beside it (the checkpoint was not "
+            "completely written, or comes from before manifests); not loaded"
+        )
     try:
         manifest = json.loads(manifest_path.read_text())
     except ValueError as exc:
         return f"{manifest_path}: unreadable ({exc})"
     if not isinstance(manifest, dict) or not all(
-            isinstance(w, dict) and isinstance(w.get("size"), int) and isinstance(w.get("sha256"), str)
-            for w in manifest.values()):
+        isinstance(w, dict) and isinstance(w.get("size"), int) and isinstance(w.get("sha256"), str)
+        for w in manifest.values()
+    ):
         return f"{manifest_path}: not a Workbench manifest (each file's size and sha256)"
     # Every file the load reads must be vouched for: a manifest that leaves one out vouches for nothing there.
     unlisted = [str(f.relative_to(path)) for f in _files(path) if str(f.relative_to(path)) not in manifest]
@@ -155,8 +170,9 @@ def recover(path: Path) -> None:
         os.replace(old, path)
 
 
-def load(path: Path, *, policy: Any, optimizer: torch.optim.Optimizer, scheduler: Any, check: bool = True
-         ) -> dict[str, Any]:
+def load(
+    path: Path, *, policy: Any, optimizer: torch.optim.Optimizer, scheduler: Any, check: bool = True
+) -> dict[str, Any]:
     """Restore a checkpoint in place; raises CheckpointError (nothing loaded) when it is not whole.
     `check=False` skips the hashing when the caller has just verified it."""
     problem = verify(path) if check else None

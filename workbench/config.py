@@ -31,7 +31,9 @@ from workbench.model_fetch import packaged_model
 from workbench.ranges import AT_LEAST_ONE, FRACTION, MAX_COMPLETION_LENGTH, NON_NEGATIVE, POSITIVE, Range
 from workbench.skills import SKILL_LABELS, is_skill
 
-DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")  # `device`; resolved to a torch device by workbench/devices.py
+DEVICE_RE = re.compile(
+    r"^(auto|cpu|cuda(:\d+)?)$"
+)  # `device`; resolved to a torch device by workbench/devices.py
 
 
 def check_device(value: object) -> str | None:
@@ -39,6 +41,7 @@ def check_device(value: object) -> str | None:
     if isinstance(value, str) and DEVICE_RE.match(value):
         return None
     return f"{value!r} is not auto, cpu, cuda or cuda:N"
+
 
 Algorithm = Literal["grpo", "dapo", "dr_grpo", "gspo"]
 Adapter = Literal["lora", "full"]
@@ -99,7 +102,9 @@ class LoraConfig:
     def __post_init__(self) -> None:
         check_ranges(self, LORA_RANGES)
         if isinstance(self.target_modules, str) and self.target_modules != "all-linear":
-            raise ConfigError(f"target_modules: {self.target_modules!r} is not 'all-linear' or a list of module names")
+            raise ConfigError(
+                f"target_modules: {self.target_modules!r} is not 'all-linear' or a list of module names"
+            )
 
 
 @dataclass
@@ -151,11 +156,21 @@ class McpServerConfig:
             if stray:
                 raise ConfigError(f"{key}: {stray} not in tools (the allowlist)")
         if self.seed_tool is not None and self.seed_tool in self.tools:
-            raise ConfigError(f"seed_tool: {self.seed_tool} is in tools (the allowlist): the model could "
-                              "rewrite the task's starting state; list it only as seed_tool")
-        check_ranges(self, {"timeout_s": POSITIVE, "start_timeout_s": POSITIVE, "memory_mb": AT_LEAST_ONE,
-                            "cpu_s": AT_LEAST_ONE, "pool_size": AT_LEAST_ONE,
-                            "max_result_chars": MAX_RESULT_CHARS})
+            raise ConfigError(
+                f"seed_tool: {self.seed_tool} is in tools (the allowlist): the model could "
+                "rewrite the task's starting state; list it only as seed_tool"
+            )
+        check_ranges(
+            self,
+            {
+                "timeout_s": POSITIVE,
+                "start_timeout_s": POSITIVE,
+                "memory_mb": AT_LEAST_ONE,
+                "cpu_s": AT_LEAST_ONE,
+                "pool_size": AT_LEAST_ONE,
+                "max_result_chars": MAX_RESULT_CHARS,
+            },
+        )
 
 
 MAX_SFT_SKILL_WEIGHT = 100
@@ -176,7 +191,9 @@ class Config:
     num_generations_per_prompt: int = 8  # G, the group size
     reward: str = "tool_call_verifier"  # built-in verifier name or a path to a .py file
     eval_interval: int = 10  # steps between held-out evals (and checkpoints)
-    held_out_eval: str = "tool_call_eval"  # the validation split (promotion, recipe decisions): built-in or a .jsonl
+    held_out_eval: str = (
+        "tool_call_eval"  # the validation split (promotion, recipe decisions): built-in or a .jsonl
+    )
     # The test split: reported beside validation at every eval, never used to decide anything. "auto": the
     # built-in test split for built-in tasks; for a file, its tasks marked "split": "test", else a
     # deterministic half of held_out_eval by task hash; "none": no test eval.
@@ -214,9 +231,15 @@ class Config:
     # DAPO's overlong handling, off by default (TRL's defaults; not in the dapo preset, whose values stored
     # runs resolve to). The DAPO paper's recipe turns both on: mask_truncated_completions: true, and a buffer
     # of about a fifth of max_completion_length (4096 of 20480 there).
-    mask_truncated_completions: bool = False  # truncated episodes get no loss (TRL's name; overlong filtering)
-    overlong_buffer: int = 0  # soft overlong penalty: 0 to -1 over the last N tokens before max_completion_length
-    multi_turn_weighting: MultiTurnWeighting = "episode"  # an episode's turns weigh as one sequence | each turn as one
+    mask_truncated_completions: bool = (
+        False  # truncated episodes get no loss (TRL's name; overlong filtering)
+    )
+    overlong_buffer: int = (
+        0  # soft overlong penalty: 0 to -1 over the last N tokens before max_completion_length
+    )
+    multi_turn_weighting: MultiTurnWeighting = (
+        "episode"  # an episode's turns weigh as one sequence | each turn as one
+    )
     num_iterations: int = 1  # updates per batch of rollouts (mu)
     max_completion_length: int = 64
     temperature: float = 1.0
@@ -230,7 +253,9 @@ class Config:
     sft_steps: int = 0
     sft_learning_rate: float = 2e-4
     sft_batch_size: int = 8
-    sft_lr_schedule: SftSchedule = "constant"  # or "cosine": from sft_learning_rate towards 0 over the SFT steps
+    sft_lr_schedule: SftSchedule = (
+        "constant"  # or "cosine": from sft_learning_rate towards 0 over the SFT steps
+    )
     # bfloat16: the warm-up's matmuls run in bf16 (torch.autocast); weights, gradients and AdamW stay as loaded.
     # The demo's warm-up ran 1.26-1.35x faster on a 2-core AVX512-BF16 CPU (docs/benchmarks.md); GRPO, evals as before.
     sft_autocast: SftAutocast = "none"
@@ -260,10 +285,14 @@ class Config:
     rollout: RolloutKind = "hf"
     # vllm_server: the OpenAI-compatible server's base URL, or a list of them (groups are spread over them)
     vllm_url: str | list[str] | None = None
-    vllm_sync: VllmSync = "weights"  # vllm: how an update reaches the engine: weights (merged, in place) | lora
+    vllm_sync: VllmSync = (
+        "weights"  # vllm: how an update reaches the engine: weights (merged, in place) | lora
+    )
     vllm_kv_cache_gb: float = 1.0  # vllm on CPU: KV cache size (its default takes most of the RAM)
     vllm_is_cap: float = 2.0  # truncated importance sampling: cap on the trainer/engine probability ratio
-    dtype: DType = "auto"  # auto: bfloat16 base weights on a GPU (LoRA and optimizer stay float32), float32 on CPU
+    dtype: DType = (
+        "auto"  # auto: bfloat16 base weights on a GPU (LoRA and optimizer stay float32), float32 on CPU
+    )
     device: str = "auto"  # auto | cpu | cuda | cuda:N (workbench/devices.py); auto: CUDA when available
     seed: int = 0
     # The worker process's niceness (0-19), however it is started (workbench demo, the UI, train). 0: on a
@@ -286,10 +315,14 @@ class Config:
                 raise ConfigError(f"{key}: {value!r} is not one of {list(allowed)}{hint}")
         check_ranges(self, CONFIG_RANGES)
         if self.max_steps == 0 and not self.sft_steps:
-            raise ConfigError("max_steps: must be >= 1 (0 runs only the SFT warm-up, and sft_steps is 0: nothing "
-                              "would be trained)")
+            raise ConfigError(
+                "max_steps: must be >= 1 (0 runs only the SFT warm-up, and sft_steps is 0: nothing "
+                "would be trained)"
+            )
         if self.grpo_holdout and not self.sft_steps:
-            raise ConfigError("grpo_holdout: keeps phrasings out of the SFT warm-up; set sft_steps > 0 or drop it")
+            raise ConfigError(
+                "grpo_holdout: keeps phrasings out of the SFT warm-up; set sft_steps > 0 or drop it"
+            )
         if isinstance(self.grpo_skills, str):
             raise ConfigError(f"grpo_skills: a list of skill names, e.g. [{self.grpo_skills}]")
         _check_skill_names("grpo_skills", self.grpo_skills)
@@ -297,12 +330,19 @@ class Config:
             raise ConfigError("sft_skill_weights: a mapping of skill names to weights, e.g. {time_12h: 2}")
         _check_skill_names("sft_skill_weights", self.sft_skill_weights)
         # The warm-up's example list holds each task `weight` times: a cap keeps a typo from filling the memory.
-        if bad := {k: w for k, w in self.sft_skill_weights.items()
-                   if isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= MAX_SFT_SKILL_WEIGHT}:
-            raise ConfigError(f"sft_skill_weights: weights are whole numbers from 1 to {MAX_SFT_SKILL_WEIGHT} "
-                              f"(how many times each such task is repeated), got {bad}")
+        if bad := {
+            k: w
+            for k, w in self.sft_skill_weights.items()
+            if isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= MAX_SFT_SKILL_WEIGHT
+        }:
+            raise ConfigError(
+                f"sft_skill_weights: weights are whole numbers from 1 to {MAX_SFT_SKILL_WEIGHT} "
+                f"(how many times each such task is repeated), got {bad}"
+            )
         if self.sft_skill_weights and not self.sft_steps:
-            raise ConfigError("sft_skill_weights: weights the SFT warm-up's examples; set sft_steps > 0 or drop it")
+            raise ConfigError(
+                "sft_skill_weights: weights the SFT warm-up's examples; set sft_steps > 0 or drop it"
+            )
         if self.num_generations_per_prompt < 2:
             raise ConfigError("num_generations_per_prompt: GRPO needs at least 2 samples a group")
         if (problem := check_device(self.device)) is not None:
@@ -359,50 +399,62 @@ def _choices(cls: type) -> dict[str, tuple[Any, ...]]:
 # Where each number of a config is valid, checked when a Config is built (so also for a stored config read
 # back). Keys not listed are not numbers. Lower bounds say where a value stops meaning anything (0 steps,
 # a gradient norm of 0 or below, which flips or zeroes the update); upper bounds cap memory-sized counts.
-CONFIG_RANGES: Mapping[str, Range] = MappingProxyType({
-    "num_generations_per_prompt": Range(1, MAX_GROUP_SIZE),  # < 2 gets GRPO's own message below
-    "prompts_per_step": Range(1, MAX_BATCH),
-    "max_completion_length": Range(1, MAX_COMPLETION_LENGTH),
-    "num_iterations": AT_LEAST_ONE,
-    "eval_interval": AT_LEAST_ONE,
-    "sft_batch_size": Range(1, MAX_BATCH),
-    "max_turns": AT_LEAST_ONE,
-    "dynamic_sampling_max_refills": NON_NEGATIVE,
-    "overlong_buffer": NON_NEGATIVE,
-    "learning_rate": FRACTION,
-    "sft_learning_rate": FRACTION,
-    "beta": NON_NEGATIVE,
-    "epsilon": POSITIVE,
-    "epsilon_high": POSITIVE,
-    # Sampling needs a temperature above 0 (the group must differ, and the log-probs divide by it); greedy
-    # is what evals do by default, with `eval_samples: 0`.
-    "temperature": POSITIVE,
-    "top_p": FRACTION,
-    "max_steps": NON_NEGATIVE,  # 0: the SFT warm-up only (refused without sft_steps: nothing would run)
-    "max_grad_norm": POSITIVE,
-    "weight_decay": NON_NEGATIVE,
-    "warmup_steps": NON_NEGATIVE,
-    "sft_steps": NON_NEGATIVE,
-    "grpo_holdout": Range(0, 1, hi_open=True),
-    "eval_max_tasks": AT_LEAST_ONE,  # null: the whole split; 0 would make every eval empty
-    "eval_samples": Range(0, MAX_GROUP_SIZE),
-    "checkpoint_interval": AT_LEAST_ONE,  # null: = eval_interval
-    "verifier_timeout_s": POSITIVE,
-    "judge_timeout_s": POSITIVE,
-    "max_verifier_error_frac": Range(0, 1),
-    "vllm_kv_cache_gb": POSITIVE,
-    "vllm_is_cap": POSITIVE,
-    "seed": Range(0, 2**32 - 1),  # what every seeded generator (random, torch, numpy) accepts
-    "worker_nice": Range(0, 19),  # os.nice's range for an unprivileged process
-})
-LORA_RANGES: Mapping[str, Range] = MappingProxyType({
-    "r": Range(1, MAX_BATCH), "alpha": POSITIVE, "dropout": Range(0, 1, hi_open=True),
-})
+CONFIG_RANGES: Mapping[str, Range] = MappingProxyType(
+    {
+        "num_generations_per_prompt": Range(1, MAX_GROUP_SIZE),  # < 2 gets GRPO's own message below
+        "prompts_per_step": Range(1, MAX_BATCH),
+        "max_completion_length": Range(1, MAX_COMPLETION_LENGTH),
+        "num_iterations": AT_LEAST_ONE,
+        "eval_interval": AT_LEAST_ONE,
+        "sft_batch_size": Range(1, MAX_BATCH),
+        "max_turns": AT_LEAST_ONE,
+        "dynamic_sampling_max_refills": NON_NEGATIVE,
+        "overlong_buffer": NON_NEGATIVE,
+        "learning_rate": FRACTION,
+        "sft_learning_rate": FRACTION,
+        "beta": NON_NEGATIVE,
+        "epsilon": POSITIVE,
+        "epsilon_high": POSITIVE,
+        # Sampling needs a temperature above 0 (the group must differ, and the log-probs divide by it); greedy
+        # is what evals do by default, with `eval_samples: 0`.
+        "temperature": POSITIVE,
+        "top_p": FRACTION,
+        "max_steps": NON_NEGATIVE,  # 0: the SFT warm-up only (refused without sft_steps: nothing would run)
+        "max_grad_norm": POSITIVE,
+        "weight_decay": NON_NEGATIVE,
+        "warmup_steps": NON_NEGATIVE,
+        "sft_steps": NON_NEGATIVE,
+        "grpo_holdout": Range(0, 1, hi_open=True),
+        "eval_max_tasks": AT_LEAST_ONE,  # null: the whole split; 0 would make every eval empty
+        "eval_samples": Range(0, MAX_GROUP_SIZE),
+        "checkpoint_interval": AT_LEAST_ONE,  # null: = eval_interval
+        "verifier_timeout_s": POSITIVE,
+        "judge_timeout_s": POSITIVE,
+        "max_verifier_error_frac": Range(0, 1),
+        "vllm_kv_cache_gb": POSITIVE,
+        "vllm_is_cap": POSITIVE,
+        "seed": Range(0, 2**32 - 1),  # what every seeded generator (random, torch, numpy) accepts
+        "worker_nice": Range(0, 19),  # os.nice's range for an unprivileged process
+    }
+)
+LORA_RANGES: Mapping[str, Range] = MappingProxyType(
+    {
+        "r": Range(1, MAX_BATCH),
+        "alpha": POSITIVE,
+        "dropout": Range(0, 1, hi_open=True),
+    }
+)
 
 # The one list of allowed values per choice key, from the Literal types above.
 CHOICES: Mapping[str, tuple[Any, ...]] = MappingProxyType(_choices(Config))
-PRESET_KEYS = ("epsilon", "epsilon_high", "scale_rewards", "loss_type", "importance_sampling_level",
-               "dynamic_sampling")
+PRESET_KEYS = (
+    "epsilon",
+    "epsilon_high",
+    "scale_rewards",
+    "loss_type",
+    "importance_sampling_level",
+    "dynamic_sampling",
+)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -433,7 +485,11 @@ ALGORITHMS: Mapping[str, AlgorithmPreset] = MappingProxyType(
         "dr_grpo": AlgorithmPreset(name="dr_grpo", loss_type="dr_grpo", scale_rewards="none"),
         # GSPO: one sequence-level ratio per completion; its ratios are ~1, hence TRL's tiny clip range.
         "gspo": AlgorithmPreset(
-            name="gspo", loss_type="grpo", importance_sampling_level="sequence", epsilon=3e-4, epsilon_high=4e-4
+            name="gspo",
+            loss_type="grpo",
+            importance_sampling_level="sequence",
+            epsilon=3e-4,
+            epsilon_high=4e-4,
         ),
     }
 )
@@ -453,7 +509,9 @@ def _type_ok(value: Any, hint: Any) -> bool:
         return isinstance(value, list) and all(_type_ok(v, inner) for v in value)
     if origin is dict:
         k_hint, v_hint = typing.get_args(hint) or (Any, Any)
-        return isinstance(value, dict) and all(_type_ok(k, k_hint) and _type_ok(v, v_hint) for k, v in value.items())
+        return isinstance(value, dict) and all(
+            _type_ok(k, k_hint) and _type_ok(v, v_hint) for k, v in value.items()
+        )
     if hint is Any:
         return True
     if hint is float:
@@ -506,7 +564,9 @@ def _key_lines(text: str) -> dict[str, int]:
     return lines
 
 
-def _build(cls: type, data: dict[str, Any], where: str, prefix: str = "", lines: dict[str, int] | None = None) -> Any:
+def _build(
+    cls: type, data: dict[str, Any], where: str, prefix: str = "", lines: dict[str, int] | None = None
+) -> Any:
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     kwargs: dict[str, Any] = {}
@@ -522,14 +582,18 @@ def _build(cls: type, data: dict[str, Any], where: str, prefix: str = "", lines:
         item = _dataclass_values(hint)
         if item is not None:  # a mapping of name -> section (mcp_servers), each built and checked like one
             if not isinstance(value, dict):
-                raise ConfigError(f"{at}: {full} must be a mapping of names to sections, got {type(value).__name__}")
+                raise ConfigError(
+                    f"{at}: {full} must be a mapping of names to sections, got {type(value).__name__}"
+                )
             kwargs[key] = {}
             for name, section in value.items():
                 sub = f"{full}.{name}"
                 sub_at = f"{where}:{lines[sub]}" if sub in lines else at
                 if not isinstance(name, str) or not isinstance(section, dict):
-                    raise ConfigError(f"{sub_at}: {full} must map names to mappings, got {_REPR.repr(name)}: "
-                                      f"{type(section).__name__}")
+                    raise ConfigError(
+                        f"{sub_at}: {full} must map names to mappings, got {_REPR.repr(name)}: "
+                        f"{type(section).__name__}"
+                    )
                 kwargs[key][name] = _build(item, section, where, f"{sub}.", lines)
             continue
         if dataclasses.is_dataclass(hint):
@@ -538,7 +602,9 @@ def _build(cls: type, data: dict[str, Any], where: str, prefix: str = "", lines:
             kwargs[key] = _build(hint, value, where, f"{full}.", lines)
             continue
         if not _type_ok(value, hint):
-            raise ConfigError(f"{at}: {full} must be {_type_name(hint)}, got {_REPR.repr(value)} ({type(value).__name__})")
+            raise ConfigError(
+                f"{at}: {full} must be {_type_name(hint)}, got {_REPR.repr(value)} ({type(value).__name__})"
+            )
         try:
             kwargs[key] = float(value) if hint is float else value
         except OverflowError:
@@ -564,7 +630,9 @@ def _dataclass_values(hint: Any) -> type | None:
     return None
 
 
-def config_from_dict(data: dict[str, Any], where: str = "<config>", lines: dict[str, int] | None = None) -> Config:
+def config_from_dict(
+    data: dict[str, Any], where: str = "<config>", lines: dict[str, int] | None = None
+) -> Config:
     if data is not None and not isinstance(data, dict):
         raise ConfigError(f"{where}: the top level must be a mapping of keys, got {type(data).__name__}")
     return _build(Config, data or {}, where, "", lines)
@@ -597,7 +665,9 @@ def load_config(path: str | Path) -> Config:
         raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except yaml.reader.ReaderError as exc:  # a control character: PyYAML gives an offset, not a line
         line = text.count("\n", 0, exc.position) + 1
-        raise ConfigError(f"{path}:{line}: not valid YAML (character #x{exc.character:02x}: {exc.reason})") from None
+        raise ConfigError(
+            f"{path}:{line}: not valid YAML (character #x{exc.character:02x}: {exc.reason})"
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""

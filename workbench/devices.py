@@ -38,7 +38,9 @@ def resolve_device(pref: str | torch.device = "auto") -> torch.device:
     if pref == "cpu" or (pref == "auto" and not torch.cuda.is_available()):
         return torch.device("cpu")
     if not torch.cuda.is_available():
-        raise ValueError(f"device: {pref!r} asked for CUDA, but torch sees no GPU (torch {torch.__version__})")
+        raise ValueError(
+            f"device: {pref!r} asked for CUDA, but torch sees no GPU (torch {torch.__version__})"
+        )
     if pref in ("auto", "cuda"):
         return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
     return torch.device(pref)

@@ -19,7 +19,9 @@ from workbench.types import Task
 from workbench.verifiers.metrics import classify
 
 
-def bootstrap_ci(values: list[float], *, reps: int = 2000, alpha: float = 0.05, seed: int = 0) -> tuple[float, float]:
+def bootstrap_ci(
+    values: list[float], *, reps: int = 2000, alpha: float = 0.05, seed: int = 0
+) -> tuple[float, float]:
     """Percentile bootstrap CI of the mean of 0/1 (or any) values; deterministic for a seed."""
     if not values:
         return (0.0, 0.0)
@@ -31,8 +33,14 @@ def bootstrap_ci(values: list[float], *, reps: int = 2000, alpha: float = 0.05, 
     return (lo, hi)
 
 
-def cluster_bootstrap_ci(values: dict[str, float], clusters: dict[str, str], *, reps: int = 2000, alpha: float = 0.05,
-                         seed: int = 0) -> tuple[float, float] | None:
+def cluster_bootstrap_ci(
+    values: dict[str, float],
+    clusters: dict[str, str],
+    *,
+    reps: int = 2000,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> tuple[float, float] | None:
     """Percentile CI of the mean over tasks, resampling whole clusters (phrasing templates): tasks made from one
     template are not independent draws, so a CI over tasks alone is too narrow for "new phrasings". None when
     fewer than 2 clusters (nothing to resample)."""
@@ -76,7 +84,9 @@ def summarize(rollouts: list[Rollout], flags: list[dict[str, bool]]) -> dict[str
     by_cluster = cluster_bootstrap_ci(solved, clusters) if clusters else None
     extra: dict[str, Any] = {"by_skill": breakdown(tasks.values(), solved)}
     if by_cluster is not None:
-        extra.update(success_ci_cluster_low=by_cluster[0], success_ci_cluster_high=by_cluster[1], clusters=clusters)
+        extra.update(
+            success_ci_cluster_low=by_cluster[0], success_ci_cluster_high=by_cluster[1], clusters=clusters
+        )
     # The two task families success_rate blurs together (classify marks them); None when the split has none, so
     # a split without them never reads as 0.
     no_call = [f for f in flags if f.get("no_call_task")]
@@ -93,7 +103,9 @@ def summarize(rollouts: list[Rollout], flags: list[dict[str, bool]]) -> dict[str
         "success_ci_high": hi,
         "unsafe_rate": rate("unsafe"),
         # expected_tool null: the reply made no call (classify's correct_tool there is exactly that)
-        "no_call_accuracy": sum(1.0 for f in no_call if f["correct_tool"]) / len(no_call) if no_call else None,
+        "no_call_accuracy": sum(1.0 for f in no_call if f["correct_tool"]) / len(no_call)
+        if no_call
+        else None,
         "no_call_n": len(no_call),
         "parallel_success": sum(1.0 for f in parallel if f["success"]) / len(parallel) if parallel else None,
         "parallel_n": len(parallel),
@@ -119,7 +131,9 @@ class PairedDifference:
     ci_low: float
     ci_high: float
     n_tasks: int
-    only_candidate: int  # tasks the candidate solves and the reference does not (greedy: the discordant pairs)
+    only_candidate: (
+        int  # tasks the candidate solves and the reference does not (greedy: the discordant pairs)
+    )
     only_reference: int
     cluster_ci: tuple[float, float] | None = None  # the CI resampling phrasing templates, when they are known
 
@@ -128,21 +142,35 @@ class PairedDifference:
         return self.ci_low > 0.0
 
 
-def paired_difference(candidate: dict[str, float], reference: dict[str, float], *, reps: int = 2000,
-                      seed: int = 0, clusters: dict[str, str] | None = None) -> PairedDifference | None:
+def paired_difference(
+    candidate: dict[str, float],
+    reference: dict[str, float],
+    *,
+    reps: int = 2000,
+    seed: int = 0,
+    clusters: dict[str, str] | None = None,
+) -> PairedDifference | None:
     """Candidate minus reference success on the tasks both were evaluated on, with a bootstrap CI that
     resamples tasks (both policies answer the same tasks, so the pairing removes the task-difficulty noise
-    that makes two unpaired CIs overlap). None when they share no task (evals stored before per-task results were kept have none)."""
+    that makes two unpaired CIs overlap). None when they share no task (evals stored before per-task results
+    were kept have none)."""
     shared = [t for t in candidate if t in reference]
     if not shared:
         return None
     diffs = [candidate[t] - reference[t] for t in shared]
     lo, hi = bootstrap_ci(diffs, reps=reps, seed=seed)
-    by_cluster = cluster_bootstrap_ci(dict(zip(shared, diffs, strict=True)), clusters, reps=reps, seed=seed) \
-        if clusters else None
+    by_cluster = (
+        cluster_bootstrap_ci(dict(zip(shared, diffs, strict=True)), clusters, reps=reps, seed=seed)
+        if clusters
+        else None
+    )
     return PairedDifference(
-        delta=sum(diffs) / len(diffs), ci_low=lo, ci_high=hi, n_tasks=len(shared),
-        only_candidate=sum(1 for d in diffs if d > 0), only_reference=sum(1 for d in diffs if d < 0),
+        delta=sum(diffs) / len(diffs),
+        ci_low=lo,
+        ci_high=hi,
+        n_tasks=len(shared),
+        only_candidate=sum(1 for d in diffs if d > 0),
+        only_reference=sum(1 for d in diffs if d < 0),
         cluster_ci=by_cluster,
     )
 
@@ -167,15 +195,25 @@ def evaluate(
     `temperature` and `top_p`, as training samples). `on_tokens`: the safe point inside decoding
     (`run_rollouts`); `on_progress(tasks_done, tasks)` after each batch of tasks (and once at 0)."""
     n = max(1, samples)
-    sampling = Sampling(max_new_tokens=max_new_tokens, temperature=temperature if samples else 0.0,
-                        top_p=top_p if samples else 1.0)
+    sampling = Sampling(
+        max_new_tokens=max_new_tokens,
+        temperature=temperature if samples else 0.0,
+        top_p=top_p if samples else 1.0,
+    )
     rollouts: list[Rollout] = []
     if on_progress is not None:
         on_progress(0, len(tasks))
     for i in range(0, len(tasks), batch_tasks):
         groups = run_rollouts(
-            engine, tokenizer, env, tasks[i : i + batch_tasks], n, sampling, stop_token_ids=stop_token_ids,
-            seed=seed + i, on_tokens=on_tokens,
+            engine,
+            tokenizer,
+            env,
+            tasks[i : i + batch_tasks],
+            n,
+            sampling,
+            stop_token_ids=stop_token_ids,
+            seed=seed + i,
+            on_tokens=on_tokens,
         )
         rollouts += [r for g in groups for r in g]
         if on_progress is not None:

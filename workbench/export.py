@@ -35,7 +35,9 @@ from workbench.types import ToolCall
 FORMATS = ("jsonl", "parquet", "openai")
 VERDICTS = ("good", "bad")
 FINISH = "finish"  # the multi-turn JSON harness's "I am done" call (workbench.envs.multi_turn)
-TOOL_RESULT_PREFIX = "Tool result: "  # a tool result the harness sent as a user message (observation_role: user)
+TOOL_RESULT_PREFIX = (
+    "Tool result: "  # a tool result the harness sent as a user message (observation_role: user)
+)
 
 
 class ExportError(InputError, ValueError):
@@ -65,8 +67,12 @@ def iter_trajectories(db: sqlite_utils.Database, flt: ExportFilter) -> Iterator[
     """Full rows (messages and token traces put back) that pass the filter, run by run, in id order."""
     for run_id in flt.runs:
         store.runs.get_run(db, run_id)  # a missing run is a StoreError that names it
-        page_flt = TrajectoryFilter(run_id=run_id, split=flt.split, reward_min=flt.min_reward,
-                                    include_superseded=flt.include_superseded)
+        page_flt = TrajectoryFilter(
+            run_id=run_id,
+            split=flt.split,
+            reward_min=flt.min_reward,
+            include_superseded=flt.include_superseded,
+        )
         after = None
         while True:
             page = page_trajectories(db, page_flt, descending=False, after=after, limit=500)
@@ -87,7 +93,11 @@ def iter_trajectories(db: sqlite_utils.Database, flt: ExportFilter) -> Iterator[
 
 
 def _call_dict(call: ToolCall, fallback_id: str) -> dict[str, Any]:
-    return {"id": call.id or fallback_id, "type": "function", "function": {"name": call.name, "arguments": call.args}}
+    return {
+        "id": call.id or fallback_id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.args},
+    }
 
 
 def _harness_prefix_len(messages: list[dict[str, Any]], harness: dict[str, Any]) -> int:
@@ -95,11 +105,18 @@ def _harness_prefix_len(messages: list[dict[str, Any]], harness: dict[str, Any])
     i = 0
     while i < len(messages) and messages[i].get("role") == "system":
         i += 1
-    example = (harness.get("example_user", DEFAULT_EXAMPLE_USER), harness.get("example_assistant",
-                                                                                DEFAULT_EXAMPLE_ASSISTANT))
+    example = (
+        harness.get("example_user", DEFAULT_EXAMPLE_USER),
+        harness.get("example_assistant", DEFAULT_EXAMPLE_ASSISTANT),
+    )
     pair = messages[i : i + 2]
-    if (harness.get("include_example", True) and len(pair) == 2 and pair[0].get("role") == "user"
-            and pair[1].get("role") == "assistant" and (pair[0].get("content"), pair[1].get("content")) == example):
+    if (
+        harness.get("include_example", True)
+        and len(pair) == 2
+        and pair[0].get("role") == "user"
+        and pair[1].get("role") == "assistant"
+        and (pair[0].get("content"), pair[1].get("content")) == example
+    ):
         i += 2
     return i
 
@@ -116,15 +133,18 @@ def _plain(m: dict[str, Any]) -> dict[str, Any]:
     """A message of the task's own conversation, in the OpenAI shape (calls with ids, arguments a dict)."""
     out: dict[str, Any] = {"role": m["role"], "content": m.get("content") or ""}
     if m.get("tool_calls"):
-        out["tool_calls"] = [_call_dict(ToolCall.from_dict(c), f"call_t{k}") for k, c in enumerate(m["tool_calls"])]
+        out["tool_calls"] = [
+            _call_dict(ToolCall.from_dict(c), f"call_t{k}") for k, c in enumerate(m["tool_calls"])
+        ]
     for key in ("tool_call_id", "name"):
         if m.get(key) is not None:
             out[key] = m[key]
     return out
 
 
-def json_harness_messages(messages: list[dict[str, Any]], calls: Sequence[ToolCall], harness: dict[str, Any],
-                          task: Task | None) -> list[dict[str, Any]]:
+def json_harness_messages(
+    messages: list[dict[str, Any]], calls: Sequence[ToolCall], harness: dict[str, Any], task: Task | None
+) -> list[dict[str, Any]]:
     """A JSON-harness conversation in the OpenAI shape, without the harness (see the module docstring).
 
     `calls` are the row's stored calls, in order. With one reply they are all its calls (a parallel-call
@@ -154,7 +174,9 @@ def json_harness_messages(messages: list[dict[str, Any]], calls: Sequence[ToolCa
             tool_calls = [_call_dict(c, f"call_{k - len(mine) + j}") for j, c in enumerate(mine)]
             out.append({"role": "assistant", "content": "", "tool_calls": tool_calls})
             last = tool_calls[-1]
-        elif role == "tool" or (role == "user" and last is not None and content.startswith(TOOL_RESULT_PREFIX)):
+        elif role == "tool" or (
+            role == "user" and last is not None and content.startswith(TOOL_RESULT_PREFIX)
+        ):
             body = content.removeprefix(TOOL_RESULT_PREFIX) if role == "user" else content
             msg = {"role": "tool", "content": body}
             if last is not None:
@@ -171,8 +193,10 @@ def offered_tools(task: Task | None, config: dict[str, Any]) -> list[dict[str, A
     if tools is None:
         env = config.get("env", "single_turn")
         if env == "mcp":
-            raise ExportError("an MCP run's tasks carry no tool specs (the servers list them at run time); "
-                              "give the tasks `tools` to export it in the openai format")
+            raise ExportError(
+                "an MCP run's tasks carry no tool specs (the servers list them at run time); "
+                "give the tasks `tools` to export it in the openai format"
+            )
         from workbench.domains.calendar import BUILTIN_TOOLS, MULTI_TURN_TOOLS
 
         tools = MULTI_TURN_TOOLS if env == "multi_turn" else BUILTIN_TOOLS
@@ -206,7 +230,10 @@ def export_trajectories(db: sqlite_utils.Database, flt: ExportFilter, fmt: str, 
             import pyarrow.parquet as pq
         except ImportError:
             raise ExportError("parquet export needs pyarrow: pip install pyarrow") from None
-        flat = [{k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in _jsonable(r).items()} for r in rows]
+        flat = [
+            {k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in _jsonable(r).items()}
+            for r in rows
+        ]
         pq.write_table(pa.Table.from_pylist(flat), out)
         return len(flat)
     runs: dict[int, Run] = {}

@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 
-def start_worker(db_path: str | Path, run_id: int, *, log_path: str | Path | None = None,
-                 nice: int = 0) -> subprocess.Popen:
+def start_worker(
+    db_path: str | Path, run_id: int, *, log_path: str | Path | None = None, nice: int = 0
+) -> subprocess.Popen:
     """Spawn the worker for an existing run in its own session, so it outlives the UI that started it;
     `nice` > 0 lowers its CPU priority from the start (the run's `worker_nice` is applied by the worker itself,
     whoever starts it)."""
@@ -18,5 +19,8 @@ def start_worker(db_path: str | Path, run_id: int, *, log_path: str | Path | Non
     niceness = ["--nice", str(nice)] if nice else []
     return subprocess.Popen(
         [sys.executable, "-m", "workbench.worker", "--db", str(db_path), "--run", str(run_id), *niceness],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
     )

@@ -18,7 +18,9 @@ import torch
 from workbench.config import ConfigError
 
 ALL_LINEAR = "all-linear"
-SSM_MIXER_TARGETS = ("in_proj",)  # the only projection of a Mamba mixer that its fused kernels call as a module
+SSM_MIXER_TARGETS = (
+    "in_proj",
+)  # the only projection of a Mamba mixer that its fused kernels call as a module
 
 
 def _is_linear(module: torch.nn.Module) -> bool:
@@ -59,7 +61,9 @@ def detect_target_modules(model: Any) -> list[str]:
     with a layer left out (the head, a Mamba mixer's out_proj)."""
     wrapped, skipped = linear_layers(model)
     if not wrapped:
-        raise ConfigError(f"lora.target_modules: {ALL_LINEAR}: {type(model).__name__} has no linear layer to adapt")
+        raise ConfigError(
+            f"lora.target_modules: {ALL_LINEAR}: {type(model).__name__} has no linear layer to adapt"
+        )
     leaf = lambda n: n.rpartition(".")[2]  # noqa: E731
     clash = {leaf(n) for n in skipped}
     return sorted({n if leaf(n) in clash else leaf(n) for n in wrapped})
@@ -70,7 +74,9 @@ def resolve_target_modules(model: Any, spec: str | Sequence[str]) -> list[str]:
     layer of the model is an error that lists the ones it has."""
     if isinstance(spec, str):
         if spec != ALL_LINEAR:
-            raise ConfigError(f"lora.target_modules: {spec!r} is not {ALL_LINEAR!r} or a list of module names")
+            raise ConfigError(
+                f"lora.target_modules: {spec!r} is not {ALL_LINEAR!r} or a list of module names"
+            )
         return detect_target_modules(model)
     names = list(spec)
     wrapped, skipped = linear_layers(model)

@@ -17,8 +17,15 @@ from typing import Any
 GIB = 1 << 30
 
 
-def step_memory_bytes(model_config: Any, *, sequences: int, tokens: int, dtype_bytes: int,
-                      micro_batch: int, completion_tokens: int | None = None) -> dict[str, int]:
+def step_memory_bytes(
+    model_config: Any,
+    *,
+    sequences: int,
+    tokens: int,
+    dtype_bytes: int,
+    micro_batch: int,
+    completion_tokens: int | None = None,
+) -> dict[str, int]:
     """Bytes of the rollout's KV cache (`tokens` a sequence) and of the update's logits (float32, log-softmax
     beside them), which only the completion positions reach (`logits_to_keep`, workbench/learn/logprobs.py)."""
     layers = int(getattr(model_config, "num_hidden_layers", 0) or 0)
@@ -60,8 +67,14 @@ def check_step_fits(model: Any, cfg: Any, prompt_tokens: int, device: Any, *, mi
     sequences = cfg.prompts_per_step * cfg.num_generations_per_prompt
     tokens = prompt_tokens + turns * cfg.max_completion_length
     dtype_bytes = next(model.parameters()).element_size()
-    need = step_memory_bytes(model.config, sequences=sequences, tokens=tokens, dtype_bytes=dtype_bytes,
-                             micro_batch=micro_batch, completion_tokens=turns * cfg.max_completion_length)
+    need = step_memory_bytes(
+        model.config,
+        sequences=sequences,
+        tokens=tokens,
+        dtype_bytes=dtype_bytes,
+        micro_batch=micro_batch,
+        completion_tokens=turns * cfg.max_completion_length,
+    )
     total = sum(need.values())
     if total > free:
         raise ConfigError(
@@ -69,4 +82,5 @@ def check_step_fits(model: Any, cfg: Any, prompt_tokens: int, device: Any, *, mi
             f"{need['kv_cache'] / GIB:.1f} GiB, update logits {need['update_logits'] / GIB:.1f} GiB) but "
             f"{free / GIB:.1f} GiB is free on {device}: lower num_generations_per_prompt "
             f"({cfg.num_generations_per_prompt}), prompts_per_step ({cfg.prompts_per_step}) or "
-            f"max_completion_length ({cfg.max_completion_length})")
+            f"max_completion_length ({cfg.max_completion_length})"
+        )

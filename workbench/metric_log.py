@@ -32,7 +32,9 @@ def check_log_to(cfg: Any) -> None:
 
 def _require_tensorboard() -> None:
     if importlib.util.find_spec("tensorboard") is None:
-        raise MetricLogUnavailable("log_to: tensorboard needs the tensorboard package: pip install tensorboard")
+        raise MetricLogUnavailable(
+            "log_to: tensorboard needs the tensorboard package: pip install tensorboard"
+        )
 
 
 def tensorboard_dir(run_dir: Path) -> Path:

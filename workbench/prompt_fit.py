@@ -48,7 +48,7 @@ def task_lines(sources: list[str]) -> dict[str, tuple[str, int]]:
     loader already refused bad lines, so only the ids are read here (an id left out is `stem:line`)."""
     where: dict[str, tuple[str, int]] = {}
     for source in sources:
-        for part in (str(source).split("+") if not Path(str(source)).is_file() else [str(source)]):
+        for part in str(source).split("+") if not Path(str(source)).is_file() else [str(source)]:
             path = Path(part.strip())
             if not path.is_file():
                 continue  # a built-in source: named by its task id
@@ -61,8 +61,15 @@ def task_lines(sources: list[str]) -> dict[str, tuple[str, int]]:
     return where
 
 
-def check_prompts_fit(env: Any, tokenizer: Any, tasks: list[Task], context: int | None, *,
-                      sources: list[str], max_completion_length: int) -> list[str]:
+def check_prompts_fit(
+    env: Any,
+    tokenizer: Any,
+    tasks: list[Task],
+    context: int | None,
+    *,
+    sources: list[str],
+    max_completion_length: int,
+) -> list[str]:
     """TaskFileError (file:line: prompt: ...) for every task whose first prompt leaves no position to generate
     in; returns warnings for prompts that fit but leave less than `max_completion_length` (completions cut)."""
     if context is None:
@@ -83,13 +90,22 @@ def check_prompts_fit(env: Any, tokenizer: Any, tasks: list[Task], context: int 
         if n >= context:
             lines = task_lines(sources) if lines is None else lines
             path, line = lines.get(task.id, (f"task {task.id}", 0))
-            errors.append((path, line, "prompt", f"{n} tokens with the harness and chat template; the model's "
-                                                 f"context is {context} positions: no room to answer"))
+            errors.append(
+                (
+                    path,
+                    line,
+                    "prompt",
+                    f"{n} tokens with the harness and chat template; the model's "
+                    f"context is {context} positions: no room to answer",
+                )
+            )
         elif n + max_completion_length > context:
             short += 1
     if errors:
         raise TaskFileError(errors)
     if short:
-        return [f"{short} task(s) leave fewer than max_completion_length ({max_completion_length}) of the model's "
-                f"{context} positions after their prompt: their completions are cut short"]
+        return [
+            f"{short} task(s) leave fewer than max_completion_length ({max_completion_length}) of the model's "
+            f"{context} positions after their prompt: their completions are cut short"
+        ]
     return []

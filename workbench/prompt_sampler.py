@@ -36,7 +36,7 @@ def family(task: Task) -> str:
 def spread_probability(p: float, group_size: int) -> float:
     """The chance a group of `group_size` samples with success probability p has both outcomes."""
     p = min(1.0, max(0.0, p))
-    return 1.0 - p ** group_size - (1.0 - p) ** group_size
+    return 1.0 - p**group_size - (1.0 - p) ** group_size
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,9 @@ class GroupSeen:
 class SpreadSampler:
     """Draws prompts weighted by their estimated chance of a group with reward spread."""
 
-    def __init__(self, tasks: Sequence[Task], keys: Sequence[str], group_size: int, *,
-                 floor: float = DEFAULT_FLOOR) -> None:
+    def __init__(
+        self, tasks: Sequence[Task], keys: Sequence[str], group_size: int, *, floor: float = DEFAULT_FLOOR
+    ) -> None:
         if len(tasks) != len(keys):
             raise ValueError("one key per task")
         self.tasks, self.keys, self.group_size, self.floor = list(tasks), list(keys), group_size, floor
@@ -83,8 +84,9 @@ class SpreadSampler:
             out.append(max(self.floor, estimate))
         return out
 
-    def draw(self, rng: random.Random, k: int, weights: Sequence[float], exclude: set[int] = frozenset()
-             ) -> list[Task]:
+    def draw(
+        self, rng: random.Random, k: int, weights: Sequence[float], exclude: set[int] = frozenset()
+    ) -> list[Task]:
         """k tasks without replacement, each with probability growing with its weight; `exclude`: indexes of
         tasks the step already used."""
         keyed = [(rng.random() ** (1.0 / w), i) for i, w in enumerate(weights) if i not in exclude]
@@ -97,5 +99,8 @@ def skill_success_from_eval(metrics: Mapping[str, object] | None) -> dict[str, f
     by_skill = (metrics or {}).get("by_skill") if metrics else None
     if not isinstance(by_skill, Mapping):
         return {}
-    return {k: float(v["success"]) for k, v in by_skill.items()
-            if isinstance(v, Mapping) and isinstance(v.get("success"), (int, float))}
+    return {
+        k: float(v["success"])
+        for k, v in by_skill.items()
+        if isinstance(v, Mapping) and isinstance(v.get("success"), (int, float))
+    }

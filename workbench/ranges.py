@@ -68,7 +68,8 @@ def arg_type(rng: Range, kind: type[int] | type[float] = float) -> Callable[[str
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(
-                f"{text!r} is not {'a whole number' if kind is int else 'a number'}") from None
+                f"{text!r} is not {'a whole number' if kind is int else 'a number'}"
+            ) from None
         if (problem := rng.problem(value)) is not None:
             raise argparse.ArgumentTypeError(problem)
         return value

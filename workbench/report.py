@@ -1,6 +1,7 @@
 """`workbench report`: a run's evaluations on validation and test side by side, why the promoted checkpoint
 was promoted, and success per skill (tool and argument kind; multi-step kinds in their own table, single
-calls beside them), so a user sees which skill fails and which one training moved. The rows and their rules are workbench.view.evaluations', as on the evaluations screen."""
+calls beside them), so a user sees which skill fails and which one training moved. The rows and their rules
+are workbench.view.evaluations', as on the evaluations screen."""
 
 from __future__ import annotations
 
@@ -22,10 +23,18 @@ def eval_table(view: View, run_id: int, mode: str = "greedy") -> list[dict[str, 
     its paired success difference to the baseline and to SFT-only (same tasks) on its own split."""
     evals, checkpoints = view.evals(run_id), view.checkpoints(run_id)
     return [
-        {"split": split, "label": r.label, "step": r.eval.step, "kind": r.kind, "promoted": r.promoted,
-         **r.eval.metrics, "vs_base": asdict(r.vs_base) if r.vs_base else None,
-         "vs_sft": asdict(r.vs_sft) if r.vs_sft else None}
-        for split in SPLITS for r in eval_rows(evals, checkpoints, mode, split=split)
+        {
+            "split": split,
+            "label": r.label,
+            "step": r.eval.step,
+            "kind": r.kind,
+            "promoted": r.promoted,
+            **r.eval.metrics,
+            "vs_base": asdict(r.vs_base) if r.vs_base else None,
+            "vs_sft": asdict(r.vs_sft) if r.vs_sft else None,
+        }
+        for split in SPLITS
+        for r in eval_rows(evals, checkpoints, mode, split=split)
     ]
 
 
@@ -59,20 +68,30 @@ def promotion_footnote(rows: list[EvalRow]) -> str:
     """The footnote for the `*` row, saying the part of workbench.run.promotion.promotion that applied to
     it: the SFT-only checkpoint is compared with the baseline only (never with itself); a later checkpoint also
     with SFT-only when the run has an SFT-only eval."""
-    head = ("* promoted (what to deploy): on validation, paired on the same tasks, clearly better than the "
-            "baseline (95% CI of the difference above 0), no more unsafe calls than it")
+    head = (
+        "* promoted (what to deploy): on validation, paired on the same tasks, clearly better than the "
+        "baseline (95% CI of the difference above 0), no more unsafe calls than it"
+    )
     tail = ", and more successful than the checkpoint promoted before it"
     promoted = next((r for r in rows if r.promoted), None)
     has_sft = any(r.kind == "sft" for r in rows)
     if promoted is None:
-        return (f"{head}{', and, after the SFT warm-up, clearly better than SFT-only' if has_sft else ''}{tail}; "
-                "no checkpoint of this run passed")
-    if promoted.eval.solved is None:  # evals stored before per-task results: the rule's point-estimate fallback
-        head = "* promoted (what to deploy): on validation, success above the baseline's (point estimates: no per-task results)"
+        return (
+            f"{head}{', and, after the SFT warm-up, clearly better than SFT-only' if has_sft else ''}{tail}; "
+            "no checkpoint of this run passed"
+        )
+    if (
+        promoted.eval.solved is None
+    ):  # evals stored before per-task results: the rule's point-estimate fallback
+        head = (
+            "* promoted (what to deploy): on validation, success above the baseline's "
+            "(point estimates: no per-task results)"
+        )
     if promoted.kind == "sft":
         later = [r for r in rows if r.kind not in ("base", "sft")]
-        return (f"{head}: the SFT-only checkpoint, so compared with the baseline only"
-                + ("; a later one must also be clearly better than SFT-only, and none was" if later else ""))
+        return f"{head}: the SFT-only checkpoint, so compared with the baseline only" + (
+            "; a later one must also be clearly better than SFT-only, and none was" if later else ""
+        )
     return f"{head}{', and clearly better than SFT-only' if has_sft else ''}{tail}"
 
 
@@ -82,12 +101,17 @@ def deploy_line(run_id: int, checkpoints: list[Any], rows: list[EvalRow], decisi
     promoted = [c for c in checkpoints if c.promoted]
     if not promoted:
         if decisions:
-            return f"deploy: nothing from run {run_id}: no checkpoint passed the promotion rule (last: {decisions[-1].message})"
+            last = decisions[-1].message
+            return (
+                f"deploy: nothing from run {run_id}: no checkpoint passed the promotion rule (last: {last})"
+            )
         return f"deploy: nothing yet from run {run_id}: no checkpoint has a validation eval and a promotion decision"
     c = promoted[-1]
     label = next((r.label for r in rows if r.promoted), f"{c.kind} @ step {c.step}")
     prefix = f"step {c.step}: promoted: "
-    why = next((e.message.removeprefix(prefix) for e in reversed(decisions) if e.message.startswith(prefix)), None)
+    why = next(
+        (e.message.removeprefix(prefix) for e in reversed(decisions) if e.message.startswith(prefix)), None
+    )
     text = f"{label}, promoted on validation" + (f": {why}" if why else "")
     after = [e for e in decisions if _decision_step(e.message) > c.step]
     if after:
@@ -114,7 +138,9 @@ def wrapper_rows(rows: list[Any]) -> list[list[str]]:
     return [["wrong wrapper (share)", str(int(n or 0)), *("-" if v is None else f"{v:.2f}" for v in values)]]
 
 
-def print_report(db: str, run_id: int, *, mode: str = "greedy", as_json: bool = False, n_events: int = 20) -> int:
+def print_report(
+    db: str, run_id: int, *, mode: str = "greedy", as_json: bool = False, n_events: int = 20
+) -> int:
     from rich.console import Console
     from rich.table import Table
 
@@ -134,42 +160,69 @@ def print_report(db: str, run_id: int, *, mode: str = "greedy", as_json: bool = 
             continue
         role = "decides promotion" if split == "validation" else "reported only: nothing is decided on it"
         table = Table(title=f"run {run_id} ({run.name}, {run.status}): {split} ({role}), {mode}")
-        for col in ("policy", "valid JSON", "tool", "args", "success [95% CI]", "unsafe", "no call", "parallel",
-                    "tokens", "vs base", "vs SFT-only"):
+        for col in (
+            "policy",
+            "valid JSON",
+            "tool",
+            "args",
+            "success [95% CI]",
+            "unsafe",
+            "no call",
+            "parallel",
+            "tokens",
+            "vs base",
+            "vs SFT-only",
+        ):
             table.add_column(col, justify="left" if col == "policy" else "right")
         for r in rows:
             m = r.eval.metrics
             table.add_row(
-                r.label + (" *" if r.promoted else ""), _rate(m.get("valid_json_rate")),
-                _rate(m.get("correct_tool_rate")), _rate(m.get("correct_args_rate")),
+                r.label + (" *" if r.promoted else ""),
+                _rate(m.get("valid_json_rate")),
+                _rate(m.get("correct_tool_rate")),
+                _rate(m.get("correct_args_rate")),
                 _rate(m.get("success_rate"), (m.get("success_ci_low"), m.get("success_ci_high"))),
-                _rate(m.get("unsafe_rate")), _rate(m.get("no_call_accuracy")), _rate(m.get("parallel_success")),
-                f"{m.get('mean_tokens', 0):.1f}", _paired_cell(r.vs_base),
+                _rate(m.get("unsafe_rate")),
+                _rate(m.get("no_call_accuracy")),
+                _rate(m.get("parallel_success")),
+                f"{m.get('mean_tokens', 0):.1f}",
+                _paired_cell(r.vs_base),
                 _paired_cell(r.vs_sft),
             )
         console.print(table)
         ms_header, ms_lines = multi_step_rows(rows)
         if ms_lines:  # judged on the world's final state: single calls beside them, then one row per kind
-            console.print(_table(f"{split}: multi-step success per kind, single calls beside them", ms_header,
-                                 ms_lines))
+            console.print(
+                _table(f"{split}: multi-step success per kind, single calls beside them", ms_header, ms_lines)
+            )
         header, lines = skill_rows(rows, multi_step=not ms_lines)
         lines += wrapper_rows(rows)
         if lines:
             console.print(_table(f"{split}: success per skill", header, lines))
     print(promotion_footnote(eval_rows(evals, checkpoints, "greedy", split="validation")))
-    print("no call: share of no-call tasks (expected_tool null) answered without a call; parallel: success on"
-          " tasks expecting several calls in one turn; '-' where the split has none")
-    print("vs base / vs SFT-only: paired success difference on the same tasks [95% bootstrap CI over tasks]"
-          " T[95% CI over phrasing templates]")
+    print(
+        "no call: share of no-call tasks (expected_tool null) answered without a call; parallel: success on"
+        " tasks expecting several calls in one turn; '-' where the split has none"
+    )
+    print(
+        "vs base / vs SFT-only: paired success difference on the same tasks [95% bootstrap CI over tasks]"
+        " T[95% CI over phrasing templates]"
+    )
     if any(multi_step_rows(eval_rows(evals, checkpoints, mode, split=s))[1] for s in SPLITS):
-        print("multi-step: success is the final world state equal to the expected one with nothing unsafe; Δ: the"
-              " last column minus SFT-only (else base), paired on the kind's tasks [95% bootstrap CI]")
+        print(
+            "multi-step: success is the final world state equal to the expected one with nothing unsafe; Δ: the"
+            " last column minus SFT-only (else base), paired on the kind's tasks [95% bootstrap CI]"
+        )
     if events:
         print(f"\nevents (the last {len(events)}):")
         for e in events:
             print(f"  {dt.datetime.fromtimestamp(e.created):%Y-%m-%d %H:%M:%S}  {e.kind:<8} {e.message}")
     # Last, so it is what a reader (or `tail -1`) takes away. Promotion reads greedy validation evals only.
-    print(deploy_line(run_id, checkpoints, eval_rows(evals, checkpoints, "greedy", split="validation"), decisions))
+    print(
+        deploy_line(
+            run_id, checkpoints, eval_rows(evals, checkpoints, "greedy", split="validation"), decisions
+        )
+    )
     return 0
 
 

@@ -28,9 +28,18 @@ class Resume:
     """Run `run_id`'s resume against its store (rank 0's: `point` and `record` run there alone).
     `kl_to_sft`: the KL reference is the SFT policy, so the SFT checkpoint is pinned first."""
 
-    def __init__(self, cfg: Any, db: sqlite_utils.Database, run_id: int, *, recorder: Recorder,
-                 evaluation: CheckpointEval, task_ids: dict[str, int], kl_to_sft: bool,
-                 log: Callable[[str], None] = lambda msg: None) -> None:
+    def __init__(
+        self,
+        cfg: Any,
+        db: sqlite_utils.Database,
+        run_id: int,
+        *,
+        recorder: Recorder,
+        evaluation: CheckpointEval,
+        task_ids: dict[str, int],
+        kl_to_sft: bool,
+        log: Callable[[str], None] = lambda msg: None,
+    ) -> None:
         self.cfg, self.db, self.run_id = cfg, db, run_id
         self.recorder, self.evaluation, self.task_ids = recorder, evaluation, task_ids
         self.kl_to_sft, self.log = kl_to_sft, log
@@ -45,7 +54,8 @@ class Resume:
             # Starting over: only the baseline still measures a policy the run will have (the base model).
             self.recorder.supersede_evals(
                 [e for e in live_evals(self.db, self.run_id) if not e.is_baseline],
-                "no whole checkpoint is left: the run starts over from the base model")
+                "no whole checkpoint is left: the run starts over from the base model",
+            )
             return None, None
         if not self.kl_to_sft:
             return last, None
@@ -69,8 +79,9 @@ class Resume:
                 return c
             msg = f"checkpoint #{c.id} (step {c.step}, {c.kind}) is not usable: {problem}; skipped"
             self.log(msg)
-            store.runs.add_event(self.db, self.run_id, "checkpoint", msg,
-                                 {"checkpoint_id": c.id, "problem": problem})
+            store.runs.add_event(
+                self.db, self.run_id, "checkpoint", msg, {"checkpoint_id": c.id, "problem": problem}
+            )
         return None
 
     @staticmethod
@@ -88,14 +99,20 @@ class Resume:
         `step` and whether the checkpoint's scheduled eval must be redone now."""
         n = store.trajectories.mark_superseded(self.db, self.run_id, after_step=step)
         groups_seen, eval_skills = self.sampler_state(step)
-        store.runs.add_event(self.db, self.run_id, "resume",
-                             f"resumed from step {step} ({n} rows superseded)",
-                             {"checkpoint_id": last.id, "superseded": n})
+        store.runs.add_event(
+            self.db,
+            self.run_id,
+            "resume",
+            f"resumed from step {step} ({n} rows superseded)",
+            {"checkpoint_id": last.id, "superseded": n},
+        )
         live = [e for e in live_evals(self.db, self.run_id) if not e.is_baseline]
         # Evals of checkpoints newer than the one resumed from (torn ones, skipped above) measured a policy
         # the run no longer continues from.
-        self.recorder.supersede_evals([e for e in live if (e.checkpoint_id or 0) > last.id],
-                                      f"the run resumed from checkpoint #{last.id}, before them")
+        self.recorder.supersede_evals(
+            [e for e in live if (e.checkpoint_id or 0) > last.id],
+            f"the run resumed from checkpoint #{last.id}, before them",
+        )
         scheduled = last.kind in ("sft", "final") or step % self.cfg.eval_interval == 0
         if not scheduled:
             return groups_seen, eval_skills, False
@@ -117,6 +134,7 @@ class Resume:
             if reward is not None:
                 rewards.setdefault((s, group), []).append(reward)
         groups_seen = [GroupSeen(keys[g], grpo.has_spread(rewards.get(g, []))) for g in keys]
-        validation = [e for e in live_evals(self.db, self.run_id, mode="greedy")
-                      if e.step <= step and e.split != "test"]
+        validation = [
+            e for e in live_evals(self.db, self.run_id, mode="greedy") if e.step <= step and e.split != "test"
+        ]
         return groups_seen, skill_success_from_eval(validation[-1].metrics) if validation else {}

@@ -60,8 +60,11 @@ def layer_safe_points(model: Any, point: Callable[[], None]) -> Iterator[int]:
             out.register_hook(lambda grad: point())  # returns None: the gradient passes unchanged
 
     layers = [m for m in model.modules() if type(m).__name__.endswith("DecoderLayer")]
-    handles = [h for layer in layers for h in (layer.register_forward_pre_hook(before),
-                                               layer.register_forward_hook(after))]
+    handles = [
+        h
+        for layer in layers
+        for h in (layer.register_forward_pre_hook(before), layer.register_forward_hook(after))
+    ]
     try:
         yield len(layers)
     finally:

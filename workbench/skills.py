@@ -18,13 +18,20 @@ from workbench.types import Task
 # A time the user wrote as the tool wants it (14:00), with am/pm (2 PM, 2:30pm), or in words.
 _T24 = re.compile(r"\b([01]\d|2[0-3]):[0-5]\d\b(?!\s*(?:am|pm|a\.m\.|p\.m\.))", re.I)
 _T12 = re.compile(r"\b(1[0-2]|0?[1-9])(?::[0-5]\d)?\s*(?:am|pm|a\.m\.|p\.m\.)", re.I)
-_TWORDS = re.compile(r"\b(?:half past|quarter (?:past|to)|(?:ten|twenty|five|twenty-five) (?:past|to)|o'clock|noon|"
-                     r"midday|midnight)\b", re.I)
+_TWORDS = re.compile(
+    r"\b(?:half past|quarter (?:past|to)|(?:ten|twenty|five|twenty-five) (?:past|to)|o'clock|noon|"
+    r"midday|midnight)\b",
+    re.I,
+)
 _RELATIVE = re.compile(r"\b(?:tomorrow|day after tomorrow|tonight|in \w+ days)\b", re.I)
 
 SKILL_LABELS = {
-    "time_24h": "24-hour times", "time_12h": "12-hour times", "time_words": "times in words",
-    "relative_day": "relative days", "name": "names", "no_call": "no call expected",
+    "time_24h": "24-hour times",
+    "time_12h": "12-hour times",
+    "time_words": "times in words",
+    "relative_day": "relative days",
+    "name": "names",
+    "no_call": "no call expected",
     "multi_step": "multi-step tasks",
     **{f"agent:{k}": f"multi-step: {k.replace('_', ' ')}" for k in AGENT_KINDS},
 }

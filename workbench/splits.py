@@ -29,7 +29,9 @@ def _in_test_half(task: Task) -> bool:
     return hashlib.sha256(f"{task.id}\n{task.prompt}".encode()).digest()[0] % 2 == 1
 
 
-def resolve(held_out_eval: str, test_tasks: str, validation: list[Task]) -> tuple[list[Task], list[Task], list[str]]:
+def resolve(
+    held_out_eval: str, test_tasks: str, validation: list[Task]
+) -> tuple[list[Task], list[Task], list[str]]:
     """(validation tasks, test tasks, warnings) for a config's `held_out_eval` and `test_tasks`."""
     warnings: list[str] = []
     if test_tasks == "none":
@@ -45,19 +47,27 @@ def resolve(held_out_eval: str, test_tasks: str, validation: list[Task]) -> tupl
         else:
             test = [t for t in validation if _in_test_half(t)]
             validation = [t for t in validation if not _in_test_half(t)]
-            warnings.append(f"{held_out_eval}: no test tasks given; split it by task hash into {len(validation)} "
-                            f"validation and {len(test)} test tasks (name test_tasks: to choose them yourself)")
+            warnings.append(
+                f"{held_out_eval}: no test tasks given; split it by task hash into {len(validation)} "
+                f"validation and {len(test)} test tasks (name test_tasks: to choose them yourself)"
+            )
     else:
         test = []
-        warnings.append(f"{held_out_eval}: no built-in test split for this source; results are validation only "
-                        "(name test_tasks: to add one)")
+        warnings.append(
+            f"{held_out_eval}: no built-in test split for this source; results are validation only "
+            "(name test_tasks: to add one)"
+        )
     ids = {t.id for t in validation}
     if any(t.id in ids for t in test):
-        raise ValueError("test_tasks share task ids with held_out_eval: a test split must be disjoint from validation")
+        raise ValueError(
+            "test_tasks share task ids with held_out_eval: a test split must be disjoint from validation"
+        )
     for name, tasks in (("validation", validation), ("test", test)):
         if tasks and len(tasks) < SMALL_SPLIT:
-            warnings.append(f"the {name} split has {len(tasks)} tasks: a success rate's 95% CI is about "
-                            f"±{100 * ci_half_width(len(tasks)):.0f} points, too wide to tell close policies apart")
+            warnings.append(
+                f"the {name} split has {len(tasks)} tasks: a success rate's 95% CI is about "
+                f"±{100 * ci_half_width(len(tasks)):.0f} points, too wide to tell close policies apart"
+            )
     if not validation:
         raise ValueError(f"{held_out_eval}: no validation tasks left after taking out the test split")
     return validation, test, warnings
@@ -82,8 +92,10 @@ def grpo_holdout(tasks: list[Task], share: float) -> tuple[list[Task], list[Task
         ordered = sorted(tool_keys, key=lambda k: hashlib.sha256(k.encode()).hexdigest())
         k = min(len(ordered) - 1, max(1, round(share * len(ordered))))  # both sides keep a phrasing
         held.update(ordered[:k])
-    return ([t for t, key in zip(tasks, keys, strict=True) if key not in held],
-            [t for t, key in zip(tasks, keys, strict=True) if key in held])
+    return (
+        [t for t, key in zip(tasks, keys, strict=True) if key not in held],
+        [t for t, key in zip(tasks, keys, strict=True) if key in held],
+    )
 
 
 def with_skills(tasks: list[Task], skills: list[str]) -> list[Task]:
@@ -114,12 +126,15 @@ def weighted_by_skills(tasks: list[Task], weights: dict[str, int]) -> list[Task]
         seen.update(mine)
         out += [t] * max((weights[s] for s in mine), default=1)
     if missing := sorted(set(weights) - seen):
-        raise ValueError(f"sft_skill_weights: none of the warm-up's {len(tasks)} training tasks exercises {missing}")
+        raise ValueError(
+            f"sft_skill_weights: none of the warm-up's {len(tasks)} training tasks exercises {missing}"
+        )
     return out
 
 
-def stage_tasks(train: list[Task], holdout: float, skills: list[str],
-                sft_weights: dict[str, int] | None = None) -> tuple[list[Task], list[Task]]:
+def stage_tasks(
+    train: list[Task], holdout: float, skills: list[str], sft_weights: dict[str, int] | None = None
+) -> tuple[list[Task], list[Task]]:
     """(the SFT warm-up's examples, GRPO's tasks) for a config's `grpo_holdout`, `grpo_skills` and
     `sft_skill_weights`: the one place all three are applied, so the trainer and the preflight check select
     the same tasks. The SFT list repeats a task its weight's number of times.

@@ -27,8 +27,18 @@ from workbench.errors import InputError
 from workbench.types import Task
 
 TASK_FIELDS = {
-    "prompt", "expected_tool", "expected_args", "tools", "split", "id", "dataset", "initial_state", "expected_state",
-    "messages", "expected_calls", "template",
+    "prompt",
+    "expected_tool",
+    "expected_args",
+    "tools",
+    "split",
+    "id",
+    "dataset",
+    "initial_state",
+    "expected_state",
+    "messages",
+    "expected_calls",
+    "template",
 }
 # `prompt` may be left out when `messages` is given; `expected_tool`/`expected_args` when `expected_calls` is.
 REQUIRED_FIELDS = ("prompt", "expected_tool", "expected_args")
@@ -107,14 +117,23 @@ def _unencodable(obj: dict[str, Any]) -> list[tuple[str, str]]:
         where, value = stack.pop()
         if isinstance(value, dict):
             bad_keys = [k for k in value if isinstance(k, str) and _surrogate_at(k) is not None]
-            found.extend((f"{where}.{ascii(k)}", "a key the tokenizer cannot encode (a lone surrogate)")
-                         for k in bad_keys)
-            stack.extend(reversed([(f"{where}.{k if k not in bad_keys else ascii(k)}", v) for k, v in value.items()]))
+            found.extend(
+                (f"{where}.{ascii(k)}", "a key the tokenizer cannot encode (a lone surrogate)")
+                for k in bad_keys
+            )
+            stack.extend(
+                reversed([(f"{where}.{k if k not in bad_keys else ascii(k)}", v) for k, v in value.items()])
+            )
         elif isinstance(value, list):
             stack.extend(reversed([(f"{where}[{i}]", v) for i, v in enumerate(value)]))
         elif isinstance(value, str) and (at := _surrogate_at(value)) is not None:
-            found.append((where, f"text the tokenizer cannot encode ({value[at]!r} at character {at}: a lone "
-                                 "surrogate; write the character itself, or a valid \\u pair)"))
+            found.append(
+                (
+                    where,
+                    f"text the tokenizer cannot encode ({value[at]!r} at character {at}: a lone "
+                    "surrogate; write the character itself, or a valid \\u pair)",
+                )
+            )
     return found
 
 
@@ -129,9 +148,12 @@ def _check_line(obj: Any, field_err: list[tuple[str, str]]) -> None:
             near = difflib.get_close_matches(key, sorted(TASK_FIELDS), n=1)
             hint = f" (did you mean '{near[0]}'?)" if near else ""
             # a key that is empty, "-" (no field), or has spaces, colons, newlines... is quoted
-            field_err.append((key if re.fullmatch(r"\w[\w.\-]*", key) else json.dumps(key), f"unknown field{hint}"))
+            field_err.append(
+                (key if re.fullmatch(r"\w[\w.\-]*", key) else json.dumps(key), f"unknown field{hint}")
+            )
     optional = ({"prompt"} if "messages" in obj else set()) | (
-        {"expected_tool", "expected_args"} if obj.get("expected_calls") is not None else set())
+        {"expected_tool", "expected_args"} if obj.get("expected_calls") is not None else set()
+    )
     for key in REQUIRED_FIELDS:
         if key not in obj and key not in optional:
             field_err.append((key, "missing field"))
@@ -143,12 +165,18 @@ def _check_line(obj: Any, field_err: list[tuple[str, str]]) -> None:
     if "messages" in obj:
         _check_messages(obj["messages"], field_err)
     for key in ("expected_args", "initial_state", "expected_state"):
-        if key in obj and not isinstance(obj[key], dict) and not (key != "expected_args" and obj[key] is None):
+        if (
+            key in obj
+            and not isinstance(obj[key], dict)
+            and not (key != "expected_args" and obj[key] is None)
+        ):
             field_err.append((key, f"must be an object, got {type(obj[key]).__name__}"))
     for key in ("split", "dataset", "template"):
         if key in obj and (not isinstance(obj[key], str) or not obj[key].strip()):
             field_err.append((key, "must be a non-empty string"))
-    if "id" in obj and (isinstance(obj["id"], bool) or not isinstance(obj["id"], (str, int)) or str(obj["id"]) == ""):
+    if "id" in obj and (
+        isinstance(obj["id"], bool) or not isinstance(obj["id"], (str, int)) or str(obj["id"]) == ""
+    ):
         field_err.append(("id", "must be a non-empty string or an integer"))
     tools = obj.get("tools")
     specs: list[dict[str, Any]] | None = None
@@ -185,7 +213,12 @@ def _check_messages(messages: Any, field_err: list[tuple[str, str]]) -> None:
             field_err.append((where, f"must be an object, got {type(m).__name__}"))
             continue
         if m.get("role") not in MESSAGE_ROLES:
-            field_err.append((f"{where}.role", f"must be one of {list(MESSAGE_ROLES)}, got {json.dumps(m.get('role'))[:40]}"))
+            field_err.append(
+                (
+                    f"{where}.role",
+                    f"must be one of {list(MESSAGE_ROLES)}, got {json.dumps(m.get('role'))[:40]}",
+                )
+            )
         content, calls = m.get("content"), m.get("tool_calls")
         if calls is not None:
             if m.get("role") != "assistant" or not isinstance(calls, list):
@@ -195,10 +228,17 @@ def _check_messages(messages: Any, field_err: list[tuple[str, str]]) -> None:
                     if (problem := _message_call_problem(c)) is not None:
                         field_err.append((f"{where}.tool_calls[{j}]", problem))
         if not isinstance(content, str) and not (content is None and calls):
-            field_err.append((f"{where}.content", "must be a string (or null on an assistant message with tool_calls)"))
+            field_err.append(
+                (f"{where}.content", "must be a string (or null on an assistant message with tool_calls)")
+            )
     last = messages[-1]
     if isinstance(last, dict) and last.get("role") not in ("user", "tool"):
-        field_err.append((f"messages[{len(messages) - 1}].role", "the last message must be 'user' or 'tool' (the model answers it)"))
+        field_err.append(
+            (
+                f"messages[{len(messages) - 1}].role",
+                "the last message must be 'user' or 'tool' (the model answers it)",
+            )
+        )
 
 
 def _message_call_problem(call: Any) -> str | None:
@@ -213,8 +253,9 @@ def _message_call_problem(call: Any) -> str | None:
     return None
 
 
-def _check_expected_calls(calls: Any, specs: list[dict[str, Any]] | None, has_tools: bool,
-                          field_err: list[tuple[str, str]]) -> None:
+def _check_expected_calls(
+    calls: Any, specs: list[dict[str, Any]] | None, has_tools: bool, field_err: list[tuple[str, str]]
+) -> None:
     """Parallel calls: each entry a call of an offered tool, with that tool's parameters."""
     if not isinstance(calls, list) or not calls:
         field_err.append(("expected_calls", "must be a non-empty list of calls"))
@@ -226,8 +267,15 @@ def _check_expected_calls(calls: Any, specs: list[dict[str, Any]] | None, has_to
             continue
         sub: list[tuple[str, str]] = []
         _check_expected_call({"expected_tool": name, "expected_args": args}, specs, has_tools, sub)
-        field_err.extend((f"expected_calls[{i}]" + f[len("expected_tool"):] if f == "expected_tool" else
-                          f"expected_calls[{i}].arguments", r) for f, r in sub)
+        field_err.extend(
+            (
+                f"expected_calls[{i}]" + f[len("expected_tool") :]
+                if f == "expected_tool"
+                else f"expected_calls[{i}].arguments",
+                r,
+            )
+            for f, r in sub
+        )
 
 
 def _check_parameters(params: dict[str, Any], where: str, field_err: list[tuple[str, str]]) -> None:
@@ -254,7 +302,11 @@ def _check_expected_call(
         field_err.append(("expected_tool", f"unknown tool '{tool}': not in {where}{hint}"))
         return
     params = offered[tool].get("parameters")
-    if not isinstance(args, dict) or not isinstance(params, dict) or not isinstance(params.get("properties"), dict):
+    if (
+        not isinstance(args, dict)
+        or not isinstance(params, dict)
+        or not isinstance(params.get("properties"), dict)
+    ):
         return
     for name in args:
         if name not in params["properties"]:
@@ -306,8 +358,12 @@ def load_tasks(path: str | Path, split: str | None = None) -> list[Task]:
             Task(
                 id=tid,
                 prompt=obj["prompt"] if "prompt" in obj else _last_user_text(obj["messages"]),
-                expected_tool=obj["expected_tool"] if "expected_tool" in obj else expected_call_of(calls[0])[0],
-                expected_args=obj["expected_args"] if "expected_args" in obj else expected_call_of(calls[0])[1],
+                expected_tool=obj["expected_tool"]
+                if "expected_tool" in obj
+                else expected_call_of(calls[0])[0],
+                expected_args=obj["expected_args"]
+                if "expected_args" in obj
+                else expected_call_of(calls[0])[1],
                 tools=[normalize_tool_spec(t) for t in tools] if tools is not None else None,
                 split=obj.get("split", "train"),
                 dataset=obj.get("dataset", path.stem),
@@ -315,8 +371,11 @@ def load_tasks(path: str | Path, split: str | None = None) -> list[Task]:
                 template=obj.get("template"),
                 expected_state=obj.get("expected_state"),
                 messages=obj.get("messages"),
-                expected_calls=[dict(zip(("name", "arguments"), expected_call_of(c)[:2], strict=True)) for c in calls]
-                if calls is not None else None,
+                expected_calls=[
+                    dict(zip(("name", "arguments"), expected_call_of(c)[:2], strict=True)) for c in calls
+                ]
+                if calls is not None
+                else None,
             )
         )
     if errors:
@@ -332,8 +391,14 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str:
 
 def task_to_line(task: Task) -> dict[str, Any]:
     """A task in the JSONL seed format (None fields left out), so load_tasks reads it back unchanged."""
-    d = {"id": task.id, "prompt": task.prompt, "expected_tool": task.expected_tool,
-         "expected_args": task.expected_args, "split": task.split, "dataset": task.dataset}
+    d = {
+        "id": task.id,
+        "prompt": task.prompt,
+        "expected_tool": task.expected_tool,
+        "expected_args": task.expected_args,
+        "split": task.split,
+        "dataset": task.dataset,
+    }
     for key in ("tools", "initial_state", "expected_state", "messages", "expected_calls", "template"):
         if getattr(task, key) is not None:
             d[key] = getattr(task, key)
@@ -351,8 +416,18 @@ def write_builtin_jsonl(path: str | Path, split: str | None = None) -> int:
     return write_tasks_jsonl(path, builtin_tasks(split))
 
 
-BUILTIN_SOURCES = ("builtin:calendar", "builtin:calendar_mt", "builtin:calendar_calls", "builtin:calendar_agent",
-                   "tool_call_eval", "train", "held_out", "validation", "validation_wide", "test")
+BUILTIN_SOURCES = (
+    "builtin:calendar",
+    "builtin:calendar_mt",
+    "builtin:calendar_calls",
+    "builtin:calendar_agent",
+    "tool_call_eval",
+    "train",
+    "held_out",
+    "validation",
+    "validation_wide",
+    "test",
+)
 
 
 def load_task_source(source: str | Path, split: str) -> list[Task]:
@@ -360,7 +435,8 @@ def load_task_source(source: str | Path, split: str) -> list[Task]:
 
     Built-ins: "builtin:calendar" (single-turn, filtered by `split`), "builtin:calendar_mt" (multi-turn,
     filtered by `split`), "tool_call_eval" (the calendar held-out split whatever `split` says), "train" /
-    "held_out" (alias "validation") / "validation_wide" / "test" (that calendar split). A file is filtered by `split` when it has tasks of that split; a file
+    "held_out" (alias "validation") / "validation_wide" / "test" (that calendar split). A file is filtered by
+    `split` when it has tasks of that split; a file
     whose tasks all share one other split (typically no split field: all "train") is used whole, since the
     user named it for this role. "builtin:calendar_agent": the generated multi-step family (train / held_out /
     test). Sources joined by "+" ("builtin:calendar+builtin:calendar_agent") are each read for `split` and
@@ -393,15 +469,18 @@ def load_task_source(source: str | Path, split: str) -> list[Task]:
         if not path.is_file():
             near = difflib.get_close_matches(key, BUILTIN_SOURCES, n=1)
             hint = f"; did you mean {near[0]!r}?" if near else ""
-            raise FileNotFoundError(f"task source {key!r} is neither a built-in ({', '.join(BUILTIN_SOURCES)}) "
-                                    f"nor a file{hint}")
+            raise FileNotFoundError(
+                f"task source {key!r} is neither a built-in ({', '.join(BUILTIN_SOURCES)}) nor a file{hint}"
+            )
         every = load_tasks(path)
         if not every:
             raise TaskFileError([(str(path), 0, "-", "no tasks (the file has only blank lines)")])
         splits = {t.split for t in every}
         tasks = [t for t in every if t.split == split] if split in splits or len(splits) > 1 else every
         if not tasks:
-            raise TaskFileError([(str(path), 0, "split", f"no tasks with split {split!r} (the file has {sorted(splits)})")])
+            raise TaskFileError(
+                [(str(path), 0, "split", f"no tasks with split {split!r} (the file has {sorted(splits)})")]
+            )
     if not tasks:
         raise ValueError(f"task source {key!r} has no {split!r} tasks")
     return tasks

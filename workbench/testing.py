@@ -36,7 +36,7 @@ QWEN25_TEMPLATE = (
     "with function signatures within <tools></tools> XML tags:\n<tools>' }}"
     "{%- for tool in tools %}{{- '\n' }}{{- tool | tojson }}{%- endfor %}"
     "{{- '\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
-    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+    '<tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": '
     "<args-json-object>}\n</tool_call><|im_end|>\n' }}"
     "{%- else %}{%- if messages[0]['role'] == 'system' %}"
     "{{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}"
@@ -50,7 +50,7 @@ QWEN25_TEMPLATE = (
     "{%- if message.content %}{{- '\n' + message.content }}{%- endif %}"
     "{%- for tool_call in message.tool_calls %}"
     "{%- if tool_call.function is defined %}{%- set tool_call = tool_call.function %}{%- endif %}"
-    "{{- '\n<tool_call>\n{\"name\": \"' }}{{- tool_call.name }}{{- '\", \"arguments\": ' }}"
+    '{{- \'\n<tool_call>\n{"name": "\' }}{{- tool_call.name }}{{- \'", "arguments": \' }}'
     "{{- tool_call.arguments | tojson }}{{- '}\n</tool_call>' }}{%- endfor %}{{- '<|im_end|>\n' }}"
     "{%- elif message.role == 'tool' %}"
     "{%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != 'tool') %}{{- '<|im_start|>user' }}{%- endif %}"
@@ -74,7 +74,7 @@ LLAMA31_TEMPLATE = (
     "{{- '<|start_header_id|>user<|end_header_id|>\n\n' }}"
     "{{- 'Given the following functions, please respond with a JSON for a function call with its proper arguments '"
     " 'that best answers the given prompt.\n\n' }}"
-    "{{- 'Respond in the format {\"name\": function name, \"parameters\": dictionary of argument name and its "
+    '{{- \'Respond in the format {"name": function name, "parameters": dictionary of argument name and its '
     "value}. Do not use variables.\n\n' }}"
     "{%- for t in tools %}{{- t | tojson(indent=4) }}{{- '\n\n' }}{%- endfor %}"
     "{{- first_user_message + '<|eot_id|>' }}{%- endif %}"
@@ -99,14 +99,23 @@ LLAMA31_TEMPLATE = (
 # name -> (chat template, special tokens, bos, eos = pad)
 TEMPLATES: dict[str, tuple[str, list[str], str, str]] = {
     "smollm2": ("", SPECIAL_TOKENS, "<|im_start|>", "<|im_end|>"),  # CHAT_TEMPLATE, filled in below
-    "qwen2.5": (QWEN25_TEMPLATE, ["<|endoftext|>", "<|im_start|>", "<|im_end|>"], "<|im_start|>", "<|im_end|>"),
-    "llama3.1": (LLAMA31_TEMPLATE, ["<|end_of_text|>", "<|begin_of_text|>", "<|start_header_id|>",
-                                    "<|end_header_id|>", "<|eot_id|>"], "<|begin_of_text|>", "<|eot_id|>"),
+    "qwen2.5": (
+        QWEN25_TEMPLATE,
+        ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        "<|im_start|>",
+        "<|im_end|>",
+    ),
+    "llama3.1": (
+        LLAMA31_TEMPLATE,
+        ["<|end_of_text|>", "<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
+        "<|begin_of_text|>",
+        "<|eot_id|>",
+    ),
 }
 _TOOL_CORPUS = [
     '<tool_call>\n{"name": "calendar.create_event", "arguments": {"attendee": "Alex", "day": "Tuesday"}}\n</tool_call>',
     '{"name": "weather.get", "parameters": {"city": "Paris", "day": "Monday"}}',
-    "<tool_response>\n{\"ok\": true, \"result\": \"done\"}\n</tool_response> ipython function tools",
+    '<tool_response>\n{"ok": true, "result": "done"}\n</tool_response> ipython function tools',
 ]
 
 _CORPUS = [
@@ -157,8 +166,14 @@ def build_tiny_tokenizer(vocab_size: int = 512, template: str = "smollm2"):
 
 
 def tiny_model_dir(
-    tmp_path: str | os.PathLike[str], vocab: int = 512, seed: int = 0, initializer_range: float = 0.2,
-    hidden_size: int = 32, num_heads: int = 4, max_positions: int = 4096, template: str = "smollm2",
+    tmp_path: str | os.PathLike[str],
+    vocab: int = 512,
+    seed: int = 0,
+    initializer_range: float = 0.2,
+    hidden_size: int = 32,
+    num_heads: int = 4,
+    max_positions: int = 4096,
+    template: str = "smollm2",
 ) -> Path:
     """Write a tiny random LlamaForCausalLM (hidden 32, 2 layers, 4 heads, GQA 2 kv heads) + tokenizer.
 
@@ -172,7 +187,11 @@ def tiny_model_dir(
     """
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-    shape = "" if (hidden_size, num_heads, max_positions) == (32, 4, 4096) else f"-h{hidden_size}x{num_heads}p{max_positions}"
+    shape = (
+        ""
+        if (hidden_size, num_heads, max_positions) == (32, 4, 4096)
+        else f"-h{hidden_size}x{num_heads}p{max_positions}"
+    )
     shape += "" if template == "smollm2" else f"-{template}"
     out = Path(tmp_path) / f"tiny-llama-v{vocab}-s{seed}{shape}"
     if (out / "config.json").is_file():

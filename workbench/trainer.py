@@ -115,15 +115,18 @@ class Trainer:
         # (and grpo_skills narrows GRPO's side; sft_skill_weights repeats some of SFT's)
         self.sft_tasks, self.rl_tasks = inputs.sft, inputs.rl
         if cfg.grpo_skills:
-            self.log(f"GRPO samples {len(self.rl_tasks)} of {len(self.train_tasks)} train tasks (grpo_skills: "
-                     f"{', '.join(cfg.grpo_skills)})")
+            self.log(
+                f"GRPO samples {len(self.rl_tasks)} of {len(self.train_tasks)} train tasks (grpo_skills: "
+                f"{', '.join(cfg.grpo_skills)})"
+            )
         self.eval_tasks, self.test_tasks, split_warnings = inputs.validation, inputs.test, inputs.warnings
         if run_id is None:
             run_id = new_run(db, cfg)
         self.run_id = run_id
         self.progress = Progress(db, run_id, log)
         self.task_ids = store.tasks.add_tasks(
-            db, [task_row(t) for t in self.train_tasks + self.eval_tasks + self.test_tasks])
+            db, [task_row(t) for t in self.train_tasks + self.eval_tasks + self.test_tasks]
+        )
         # One writer of rows, evals and promotion: rank 0 (the others' stores are scratch ones)
         self.recorder = Recorder(db, run_id, self.task_ids, primary=self.collective.is_main, log=log)
         for w in split_warnings:
@@ -132,8 +135,14 @@ class Trainer:
         if policy is None:
             self.progress.report("load", label=f"loading {cfg.model} (converted once on first use)")
         self.policy = policy or load_policy(
-            cfg.model, adapter=cfg.adapter, lora_r=cfg.lora.r, lora_alpha=cfg.lora.alpha,
-            lora_dropout=cfg.lora.dropout, target_modules=cfg.lora.target_modules, dtype=cfg.dtype, seed=cfg.seed,
+            cfg.model,
+            adapter=cfg.adapter,
+            lora_r=cfg.lora.r,
+            lora_alpha=cfg.lora.alpha,
+            lora_dropout=cfg.lora.dropout,
+            target_modules=cfg.lora.target_modules,
+            dtype=cfg.dtype,
+            seed=cfg.seed,
             device=cfg.device,
         )
         self.collective.broadcast_params(self.policy.trainable_parameters())
@@ -154,12 +163,19 @@ class Trainer:
         )
         self.lr = cfg.learning_rate  # live values: the worker may change them between steps
         self.temperature = cfg.temperature
-        self._step_temperature: float | None = None  # the running step's, read by its update (train_step sets them)
+        self._step_temperature: float | None = (
+            None  # the running step's, read by its update (train_step sets them)
+        )
         self._step_lr: float | None = None
         # `prompt_sampler: spread`: prompts drawn by their chance of a group with reward spread; what it learns
         # from (groups seen, the latest validation eval's skills) is kept here and rebuilt from the store on resume
-        self.sampler = (SpreadSampler(self.rl_tasks, [task_row(t)["key"] for t in self.rl_tasks],
-                                      cfg.num_generations_per_prompt) if cfg.prompt_sampler == "spread" else None)
+        self.sampler = (
+            SpreadSampler(
+                self.rl_tasks, [task_row(t)["key"] for t in self.rl_tasks], cfg.num_generations_per_prompt
+            )
+            if cfg.prompt_sampler == "spread"
+            else None
+        )
         self.groups_seen: list[GroupSeen] = []
         self._refill_round = 0  # the dynamic-sampling round a step's rollouts are in (0: the first draw)
         self._mine: list[int] = []  # the step's groups rolled out here (with ranks, the update's)
@@ -169,12 +185,29 @@ class Trainer:
         self.halted: str | None = None  # past the verifier error budget, with no driver that can pause
         # Two whole jobs of their own: the checkpoint eval (workbench/run/evaluation.py), the resume
         # (workbench/resume.py)
-        self.evaluation = CheckpointEval(cfg, self.env, self.policy, self.eval_tasks, self.test_tasks,
-                                         collective=self.collective, recorder=self.recorder,
-                                         report=self.progress.report, inside=self._inside, score=self.score,
-                                         log=log)
-        self.resuming = Resume(cfg, db, run_id, recorder=self.recorder, evaluation=self.evaluation,
-                               task_ids=self.task_ids, kl_to_sft=self._kl_to_sft, log=log)
+        self.evaluation = CheckpointEval(
+            cfg,
+            self.env,
+            self.policy,
+            self.eval_tasks,
+            self.test_tasks,
+            collective=self.collective,
+            recorder=self.recorder,
+            report=self.progress.report,
+            inside=self._inside,
+            score=self.score,
+            log=log,
+        )
+        self.resuming = Resume(
+            cfg,
+            db,
+            run_id,
+            recorder=self.recorder,
+            evaluation=self.evaluation,
+            task_ids=self.task_ids,
+            kl_to_sft=self._kl_to_sft,
+            log=log,
+        )
 
     def _warn(self, warning: str) -> None:
         """A warning about the run's inputs: in the log and the run's events."""
@@ -204,8 +237,9 @@ class Trainer:
         if row is not None:  # resumed (or edited in the UI): the stored version wins over the config
             return load_verifier_code(row["code"], row["name"]), row["id"]
         v = get_verifier(self.cfg.reward)
-        vid = store.verifiers.add_verifier_version(self.db, self.run_id, v.name, v.code, note="from config",
-                                                   active=True)
+        vid = store.verifiers.add_verifier_version(
+            self.db, self.run_id, v.name, v.code, note="from config", active=True
+        )
         return v, vid
 
     def set_verifier(self, verifier_id: int) -> None:
@@ -245,18 +279,28 @@ class Trainer:
         distinct = len({id(t) for t in self.sft_tasks})  # sft_skill_weights repeats the same Task objects
         multi = sum(1 for t in self.train_tasks if t.expected_state is not None)  # no gold path: GRPO's alone
         held = len(self.train_tasks) - distinct - multi
-        why = [f"{held} kept for GRPO alone: grpo_holdout"] * bool(held) + \
-              [f"{multi} multi-step, learnt by GRPO from the final state"] * bool(multi)
-        self.log(f"SFT warm-up: {self.cfg.sft_steps} steps" + (f" on {distinct} train tasks ({'; '.join(why)})"
-                                                                 if why else ""))
+        why = [f"{held} kept for GRPO alone: grpo_holdout"] * bool(held) + [
+            f"{multi} multi-step, learnt by GRPO from the final state"
+        ] * bool(multi)
+        self.log(
+            f"SFT warm-up: {self.cfg.sft_steps} steps"
+            + (f" on {distinct} train tasks ({'; '.join(why)})" if why else "")
+        )
         if self.cfg.sft_skill_weights:
             weights = ", ".join(f"{k} x{w}" for k, w in self.cfg.sft_skill_weights.items())
-            self.log(f"SFT draws from {len(self.sft_tasks)} examples of {distinct} tasks (sft_skill_weights: {weights})")
+            self.log(
+                f"SFT draws from {len(self.sft_tasks)} examples of {distinct} tasks (sft_skill_weights: {weights})"
+            )
         examples = env_sft_examples(self.env, self.sft_tasks)  # in the run's tool format (json or native)
 
         def on_step(i: int, loss: float) -> bool:
-            store.runs.add_event(self.db, self.run_id, "sft_step", f"SFT step {i + 1}: loss {loss:.4f}",
-                                 {"step": i + 1, "loss": loss})
+            store.runs.add_event(
+                self.db,
+                self.run_id,
+                "sft_step",
+                f"SFT step {i + 1}: loss {loss:.4f}",
+                {"step": i + 1, "loss": loss},
+            )
             self.progress.report("sft", i + 1, self.cfg.sft_steps, loss=loss)
             self.hooks.safe_point(self, "sft_step")
             return not self.hooks.should_stop(self)
@@ -264,11 +308,20 @@ class Trainer:
         self.progress.report("sft", 0, self.cfg.sft_steps)
         try:
             with self._inside("sft"):  # safe points per layer, forward and backward: a pause waits < 1 s
-                losses = run_sft(self.policy, examples, self.cfg.sft_steps, lr=self.cfg.sft_learning_rate,
-                                 batch_size=self.cfg.sft_batch_size, seed=self.cfg.seed, prefill=self.harness.prefill,
-                                 on_step=on_step, sync=self.collective, schedule=self.cfg.sft_lr_schedule,
-                                 autocast=torch.bfloat16 if self.cfg.sft_autocast == "bfloat16" else None,
-                                 rows_fn=native_sft_rows if self.cfg.tool_format == "native" else None)
+                losses = run_sft(
+                    self.policy,
+                    examples,
+                    self.cfg.sft_steps,
+                    lr=self.cfg.sft_learning_rate,
+                    batch_size=self.cfg.sft_batch_size,
+                    seed=self.cfg.seed,
+                    prefill=self.harness.prefill,
+                    on_step=on_step,
+                    sync=self.collective,
+                    schedule=self.cfg.sft_lr_schedule,
+                    autocast=torch.bfloat16 if self.cfg.sft_autocast == "bfloat16" else None,
+                    rows_fn=native_sft_rows if self.cfg.tool_format == "native" else None,
+                )
         except Interrupted:  # stopped inside a step: that step never reached its optimizer step
             losses = []
         self.collective.broadcast_params(self.policy.trainable_parameters())  # no rank drifts by a rounding
@@ -297,7 +350,9 @@ class Trainer:
         return self.sampler.draw(rng, k, self.sampler.weights(self.groups_seen, self.eval_skills))
 
     def _seen(self, groups: list[list[Scored]]) -> list[GroupSeen]:
-        return [GroupSeen(task_row(grp[0].rollout.task)["key"], self._informative(grp)) for grp in groups if grp]
+        return [
+            GroupSeen(task_row(grp[0].rollout.task)["key"], self._informative(grp)) for grp in groups if grp
+        ]
 
     def score(self, rollout: Rollout) -> Score:
         return self.score_many([rollout])[0]
@@ -307,10 +362,17 @@ class Trainer:
         round trip per group; a row that hangs or crashes there costs that row only. An episode the environment
         failed (`Output.error`: an MCP server died or hung) is an error row, not scored."""
         ok = [r for r in rollouts if getattr(r.output, "error", None) is None]
-        scores = iter(self.verifier.score_many([(r.output, r.task) for r in ok], timeout_s=self.cfg.verifier_timeout_s)
-                      if ok else [])
-        return [next(scores) if getattr(r.output, "error", None) is None
-                else Score(total=0.0, error=f"environment: {r.output.error}") for r in rollouts]
+        scores = iter(
+            self.verifier.score_many([(r.output, r.task) for r in ok], timeout_s=self.cfg.verifier_timeout_s)
+            if ok
+            else []
+        )
+        return [
+            next(scores)
+            if getattr(r.output, "error", None) is None
+            else Score(total=0.0, error=f"environment: {r.output.error}")
+            for r in rollouts
+        ]
 
     def train_step(self) -> dict[str, Any] | None:
         """One GRPO step; None when a stop was requested part-way (nothing updated, rows to supersede)."""
@@ -333,8 +395,10 @@ class Trainer:
             first = len(groups)
             if not self._refill(step, tasks, sampling, groups):
                 return None
-            refill = {"dynamic_sampling/extra_groups": float(len(groups) - first),
-                      "dynamic_sampling/extra_generations": float(sum(len(grp) for grp in groups[first:]))}
+            refill = {
+                "dynamic_sampling/extra_groups": float(len(groups) - first),
+                "dynamic_sampling/extra_generations": float(sum(len(grp) for grp in groups[first:])),
+            }
         rollout_s = time.perf_counter() - t0
         flat = [grp for grp in groups if not self._informative(grp)]
         refill["sampler/zero_spread_groups"] = float(len(flat))
@@ -356,26 +420,38 @@ class Trainer:
             # A pause waits inside the update; a stop lets it finish (its optimizer steps are all or none).
             mine = self._mine  # with ranks, each trains on the groups it rolled out (gradients summed)
             with self._inside("update", interruptible=False):
-                update_metrics = self._update([groups[i] for i in mine], [advantages[i] for i in mine],
-                                              [keep[i] for i in mine])
+                update_metrics = self._update(
+                    [groups[i] for i in mine], [advantages[i] for i in mine], [keep[i] for i in mine]
+                )
         update_s = time.perf_counter() - t1
         self.step = step
         tokens = sum(s.rollout.completion_tokens for grp in groups for s in grp)
         metrics = {
-            **group_metrics, **update_metrics, **self._completion_metrics(groups), **refill,
-            "learning_rate": self._lr_at(step, lr), "temperature": sampling.temperature,
-            "step_time_s": time.perf_counter() - t0 - (self.progress.paused_s - paused0), "rollout_time_s": rollout_s, "update_time_s": update_s,
-            "tokens_per_s": tokens / rollout_s if rollout_s > 0 else 0.0, "verifier_id": self.verifier_id,
+            **group_metrics,
+            **update_metrics,
+            **self._completion_metrics(groups),
+            **refill,
+            "learning_rate": self._lr_at(step, lr),
+            "temperature": sampling.temperature,
+            "step_time_s": time.perf_counter() - t0 - (self.progress.paused_s - paused0),
+            "rollout_time_s": rollout_s,
+            "update_time_s": update_s,
+            "tokens_per_s": tokens / rollout_s if rollout_s > 0 else 0.0,
+            "verifier_id": self.verifier_id,
             "verifier_error_frac": errors / n_rows if n_rows else 0.0,
         }
         store.metrics.append_step(self.db, self.run_id, step, metrics)
         if self.collective.is_main:
-            metric_log.log_step(self.cfg, self.run_dir, step, metrics)  # TensorBoard, when `log_to` asks for it
+            metric_log.log_step(
+                self.cfg, self.run_dir, step, metrics
+            )  # TensorBoard, when `log_to` asks for it
         self.log(self._report_step(step, groups, metrics, over_budget))
         self.hooks.safe_point(self, "after_step")
         return metrics
 
-    def _report_step(self, step: int, groups: list[list[Scored]], metrics: dict[str, Any], over_budget: bool) -> str:
+    def _report_step(
+        self, step: int, groups: list[list[Scored]], metrics: dict[str, Any], over_budget: bool
+    ) -> str:
         """The step's log line; past the error budget (more than `max_verifier_error_frac` of the step's rows
         failed: its update was skipped) it also asks the driver to pause with the reason (the worker does),
         and without one that can, ends the run loop after this step (`self.halted`). Verifier errors are
@@ -393,10 +469,14 @@ class Trainer:
             limit = f"more than {self.cfg.max_verifier_error_frac:.0%} of the step's rewards failed"
             reason = f"step {step}: {len(failed)}/{n} verifier errors{what}; {limit}, its update was skipped"
             if self.hooks.pause(self, reason):
-                return (f"step {step}: {len(failed)}/{n} verifier errors{what} — paused: {limit}; fix the verifier "
-                        "(v in the UI) and resume")
+                return (
+                    f"step {step}: {len(failed)}/{n} verifier errors{what} — paused: {limit}; fix the verifier "
+                    "(v in the UI) and resume"
+                )
             self.halted = reason
-            return f"step {step}: {len(failed)}/{n} verifier errors{what} — stopped: {limit}; fix the verifier"
+            return (
+                f"step {step}: {len(failed)}/{n} verifier errors{what} — stopped: {limit}; fix the verifier"
+            )
         if len(failed) == n:  # a budget of 1.0 lets a step without a single reward through
             return f"step {step}: {n}/{n} verifier errors{what}, no reward, update skipped ({tail})"
         errs = f" ({len(failed)}/{n} verifier errors)" if failed else ""  # which ones: the rows say (UI)
@@ -412,22 +492,45 @@ class Trainer:
         g0 = len(groups) + 100_003 * self.collective.rank  # a rank must not draw rank 0's random numbers
         eta = self._eta_s(step)
 
-        rounds = {"refill": self._refill_round, "refills": self.cfg.dynamic_sampling_max_refills} \
-            if self._refill_round else {}
+        rounds = (
+            {"refill": self._refill_round, "refills": self.cfg.dynamic_sampling_max_refills}
+            if self._refill_round
+            else {}
+        )
 
         def on_tokens(done: int) -> None:
-            self.progress.report("rollout", done, sampling.max_new_tokens, step=step, max_steps=self.cfg.max_steps,
-                                 eta_s=eta, **rounds)
+            self.progress.report(
+                "rollout",
+                done,
+                sampling.max_new_tokens,
+                step=step,
+                max_steps=self.cfg.max_steps,
+                eta_s=eta,
+                **rounds,
+            )
             point()
 
-        self.progress.report("rollout", 0, sampling.max_new_tokens, step=step, max_steps=self.cfg.max_steps, eta_s=eta,
-                             **rounds)
+        self.progress.report(
+            "rollout",
+            0,
+            sampling.max_new_tokens,
+            step=step,
+            max_steps=self.cfg.max_steps,
+            eta_s=eta,
+            **rounds,
+        )
         try:
             with self._inside("rollout") as point:
                 per_task = run_rollouts(
-                    self.engine, self.policy.tokenizer, self.env, [tasks[j] for j in picks],
-                    self.cfg.num_generations_per_prompt, sampling, stop_token_ids=self.policy.eos_token_ids,
-                    seed=self.cfg.seed * 7_919 + step * 131 + g0, on_tokens=on_tokens,
+                    self.engine,
+                    self.policy.tokenizer,
+                    self.env,
+                    [tasks[j] for j in picks],
+                    self.cfg.num_generations_per_prompt,
+                    sampling,
+                    stop_token_ids=self.policy.eos_token_ids,
+                    seed=self.cfg.seed * 7_919 + step * 131 + g0,
+                    on_tokens=on_tokens,
                 )
         except Interrupted:
             return False
@@ -466,7 +569,9 @@ class Trainer:
             return score
         longest = max((len(seg.completion.token_ids) for seg in rollout.segments), default=0)
         penalty = grpo.overlong_penalty(longest, self.cfg.max_completion_length, self.cfg.overlong_buffer)
-        return dataclasses.replace(score, total=score.total + penalty, parts={**score.parts, "overlong": penalty})
+        return dataclasses.replace(
+            score, total=score.total + penalty, parts={**score.parts, "overlong": penalty}
+        )
 
     @staticmethod
     def _informative(grp: list[Scored]) -> bool:
@@ -492,21 +597,25 @@ class Trainer:
                 more = rng.sample(pool, min(missing, len(pool)))
             else:  # what this step's groups just showed counts too: a family that came back flat is avoided
                 weights = self.sampler.weights(self.groups_seen + self._seen(groups), self.eval_skills)
-                more = self.sampler.draw(rng, missing, weights,
-                                         exclude={i for i, t in enumerate(self.rl_tasks) if id(t) in used})
+                more = self.sampler.draw(
+                    rng, missing, weights, exclude={i for i, t in enumerate(self.rl_tasks) if id(t) in used}
+                )
             used.update(id(t) for t in more)
             self._refill_round = rnd
             if not self._roll_out(step, more, sampling, groups):
                 return False
         return True
 
-    def _advantages(self, groups: list[list[Scored]]) -> tuple[list[list[float | None]], dict[str, float], list[bool]]:
+    def _advantages(
+        self, groups: list[list[Scored]]
+    ) -> tuple[list[list[float | None]], dict[str, float], list[bool]]:
         """Advantages per group over its members the verifier scored (errors get none and no gradient), the
         groups the update keeps (learn.grpo.step_advantages), and the step's reward metrics."""
         rewards = [[s.score.total if s.score.error is None else None for s in grp] for grp in groups]
         # the config has its algorithm's presets applied (config.py): dapo drops flat groups
-        advantages, keep = grpo.step_advantages(rewards, self.cfg.scale_rewards, self.cfg.leave_one_out,
-                                                drop_flat=bool(self.cfg.dynamic_sampling))
+        advantages, keep = grpo.step_advantages(
+            rewards, self.cfg.scale_rewards, self.cfg.leave_one_out, drop_flat=bool(self.cfg.dynamic_sampling)
+        )
         all_rewards = [r for grp in rewards for r in grp if r is not None]
         valid_groups = [v for v in ([r for r in grp if r is not None] for grp in rewards) if len(v) >= 2]
         stds = [float(torch.tensor(v).std()) for v in valid_groups]
@@ -534,49 +643,84 @@ class Trainer:
             "clipped_ratio": sum(trunc) / len(trunc),
         }
 
-    def _store_step(self, step: int, groups: list[list[Scored]], advantages: list[list[float | None]]) -> None:
-        self.recorder.store_rows([
-            self.recorder.row(s, self.verifier_id, step=step, split="train", group_idx=g, sample_idx=i, advantage=a)
-            for g, (grp, adv) in enumerate(zip(groups, advantages, strict=True))
-            for i, (s, a) in enumerate(zip(grp, adv, strict=True))
-        ])
+    def _store_step(
+        self, step: int, groups: list[list[Scored]], advantages: list[list[float | None]]
+    ) -> None:
+        self.recorder.store_rows(
+            [
+                self.recorder.row(
+                    s, self.verifier_id, step=step, split="train", group_idx=g, sample_idx=i, advantage=a
+                )
+                for g, (grp, adv) in enumerate(zip(groups, advantages, strict=True))
+                for i, (s, a) in enumerate(zip(grp, adv, strict=True))
+            ]
+        )
 
     def _lr_at(self, step: int, lr: float) -> float:
         """The learning rate at `step`: `lr` through the warm-up."""
         warm = self.cfg.warmup_steps
         return lr * (min(1.0, step / warm) if warm > 0 else 1.0)
 
-    def _update(self, groups: list[list[Scored]], advantages: list[list[float | None]], keep: list[bool],
-                micro_batch: int = 16, skip_zero_advantage: bool = True) -> dict[str, float]:
+    def _update(
+        self,
+        groups: list[list[Scored]],
+        advantages: list[list[float | None]],
+        keep: list[bool],
+        micro_batch: int = 16,
+        skip_zero_advantage: bool = True,
+    ) -> dict[str, float]:
         """num_iterations optimizer steps on the kept groups' episodes (workbench.learn.update), with the step's
         temperature and learning rate (what it sampled and started with, set by train_step)."""
-        rows = [(s.rollout, a) for grp, adv, k in zip(groups, advantages, keep, strict=True) if k
-                for s, a in zip(grp, adv, strict=True)]
+        rows = [
+            (s.rollout, a)
+            for grp, adv, k in zip(groups, advantages, keep, strict=True)
+            if k
+            for s, a in zip(grp, adv, strict=True)
+        ]
         items, n_seqs = update_items(rows, self.cfg)
         temperature = self.temperature if self._step_temperature is None else self._step_temperature
         lr = self.lr if self._step_lr is None else self._step_lr
         out = policy_update(
-            self.policy, self.optimizer, self.cfg, items, n_seqs, temperature=temperature,
-            lr=self._lr_at(self.step + 1, lr), is_correction=self.is_correction, micro_batch=micro_batch,
-            skip_zero_advantage=skip_zero_advantage, sync=self.collective,
-            on_skip=lambda norm: self.log(f"step {self.step + 1}: non-finite gradient norm ({norm}); "
-                                          "optimizer step skipped"),
+            self.policy,
+            self.optimizer,
+            self.cfg,
+            items,
+            n_seqs,
+            temperature=temperature,
+            lr=self._lr_at(self.step + 1, lr),
+            is_correction=self.is_correction,
+            micro_batch=micro_batch,
+            skip_zero_advantage=skip_zero_advantage,
+            sync=self.collective,
+            on_skip=lambda norm: self.log(
+                f"step {self.step + 1}: non-finite gradient norm ({norm}); optimizer step skipped"
+            ),
         )
         if out.get("update_skipped") != 1.0:
             self.engine.update_weights(self.policy)
         return out
 
     # ----- eval and checkpoints ------------------------------------------------------------------------
-    def run_eval(self, *, is_baseline: bool = False, checkpoint_id: int | None = None,
-                 label: str | None = None) -> dict[str, Any]:
+    def run_eval(
+        self, *, is_baseline: bool = False, checkpoint_id: int | None = None, label: str | None = None
+    ) -> dict[str, Any]:
         """Held-out eval(s) of the current policy (workbench.run.evaluation: validation greedy, sampled, test,
         recorded whole with the promotion decision; a stop inside raises `Interrupted` and records nothing);
         `label` says what is evaluated (default: base, SFT-only or "GRPO step k"). The validation metrics."""
-        label = label or eval_label(is_baseline=is_baseline, sft_only=self.step == 0 and self.sft_done
-                                    and self.cfg.sft_steps > 0, step=self.step)
-        metrics = self.evaluation.run(self.engine, step=self.step, temperature=self.temperature,
-                                      verifier_id=self.verifier_id, label=label, checkpoint_id=checkpoint_id,
-                                      is_baseline=is_baseline)
+        label = label or eval_label(
+            is_baseline=is_baseline,
+            sft_only=self.step == 0 and self.sft_done and self.cfg.sft_steps > 0,
+            step=self.step,
+        )
+        metrics = self.evaluation.run(
+            self.engine,
+            step=self.step,
+            temperature=self.temperature,
+            verifier_id=self.verifier_id,
+            label=label,
+            checkpoint_id=checkpoint_id,
+            is_baseline=is_baseline,
+        )
         self.eval_skills = skill_success_from_eval(metrics)
         return metrics
 
@@ -585,9 +729,18 @@ class Trainer:
         point at it)."""
         path = self.run_dir / f"step-{self.step:05d}-{kind}"
         if self.collective.is_main:
-            ckpt.save(path, policy=self.policy, optimizer=self.optimizer, scheduler=None,
-                      state={"step": self.step, "lr": self.lr, "temperature": self.temperature,
-                             "sft_done": self.sft_done})
+            ckpt.save(
+                path,
+                policy=self.policy,
+                optimizer=self.optimizer,
+                scheduler=None,
+                state={
+                    "step": self.step,
+                    "lr": self.lr,
+                    "temperature": self.temperature,
+                    "sft_done": self.sft_done,
+                },
+            )
         return self.recorder.record_checkpoint(step=self.step, kind=kind, path=str(path))
 
     def resume(self) -> int | None:
@@ -608,6 +761,7 @@ class Trainer:
                 if redo:
                     self.run_eval(checkpoint_id=last.id)
         # The prompt sampler's state is read from rank 0's store, and every rank must draw alike.
-        self.groups_seen, self.eval_skills = self.collective.broadcast((self.groups_seen, self.eval_skills),
-                                                                       "the prompt sampler")
+        self.groups_seen, self.eval_skills = self.collective.broadcast(
+            (self.groups_seen, self.eval_skills), "the prompt sampler"
+        )
         return self.step

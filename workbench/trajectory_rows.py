@@ -18,8 +18,14 @@ from workbench.verifiers.metrics import classify
 
 def token_trace(rollout: Rollout) -> list[dict[str, list[Any]]]:
     """One entry per sampled assistant turn: its prompt ids, completion ids and sampling log-probs."""
-    return [{"prompt_ids": list(seg.prompt_ids), "completion_ids": list(seg.completion.token_ids),
-             "logprobs": [float(x) for x in seg.completion.logprobs]} for seg in rollout.segments]
+    return [
+        {
+            "prompt_ids": list(seg.prompt_ids),
+            "completion_ids": list(seg.completion.token_ids),
+            "logprobs": [float(x) for x in seg.completion.logprobs],
+        }
+        for seg in rollout.segments
+    ]
 
 
 def outcome(output: Output, task: Task) -> dict[str, Any]:

@@ -106,7 +106,9 @@ def _load(code: str, name: str) -> tuple[AnyVerifier | None, str | None]:
         return load_verifier_code(code, name, stderr=subprocess.DEVNULL), None
     except VerifierCompileError as exc:
         line = getattr(exc, "lineno", None)
-        return None, (f"line {line}: {exc}" if line and not str(exc).startswith(f"line {line}:") else str(exc))
+        return None, (
+            f"line {line}: {exc}" if line and not str(exc).startswith(f"line {line}:") else str(exc)
+        )
     except VerifierError as exc:
         return None, str(exc)
 
@@ -119,8 +121,14 @@ def compile_error(code: str) -> str | None:
     return err
 
 
-def replay(env: Any, task: Task, messages: list[dict[str, Any]], *, completion: str | None = None,
-           parse_error: str | None = None) -> Output:
+def replay(
+    env: Any,
+    task: Task,
+    messages: list[dict[str, Any]],
+    *,
+    completion: str | None = None,
+    parse_error: str | None = None,
+) -> Output:
     """Feed a stored episode's agent turns back through a fresh episode of `env` (its tools run again).
 
     A JSON-harness turn is its stored text, parsed again by the harness's own parser (deterministic). A
@@ -141,10 +149,12 @@ def replay(env: Any, task: Task, messages: list[dict[str, Any]], *, completion: 
                 calls = [ToolCall.from_dict(c) for c in m.get("tool_calls") or []]
                 last = i == len(turns) - 1
                 error = parse_error if last and parse_error is not None else (None if calls else NO_CALL)
-                episode.take(completion if last and completion is not None else text, calls, error, content=text)
+                episode.take(
+                    completion if last and completion is not None else text, calls, error, content=text
+                )
                 continue
             prefill = episode.prefill
-            episode.step(text[len(prefill):] if prefill and text.startswith(prefill) else text)
+            episode.step(text[len(prefill) :] if prefill and text.startswith(prefill) else text)
         if not episode.done:
             if native:
                 episode.take("", [], NO_CALL)
@@ -175,15 +185,26 @@ def _agrees(reward: float | None, verdict: str) -> bool:
 def rows_to_rescore(db: sqlite_utils.Database, run_id: int, n: int, n_eval: int) -> list[Trajectory]:
     """The run's newest `n` live training episodes and newest `n_eval` eval episodes, newest first."""
     rows = [Trajectory.from_row(r) for r in store.trajectories.last_trajectories(db, run_id, n)]
-    evals = [Trajectory.from_row(r) for split in EVAL_SPLITS
-             for r in store.trajectories.last_trajectories(db, run_id, n_eval, split=split)]
+    evals = [
+        Trajectory.from_row(r)
+        for split in EVAL_SPLITS
+        for r in store.trajectories.last_trajectories(db, run_id, n_eval, split=split)
+    ]
     evals.sort(key=lambda r: r.id, reverse=True)
     return sorted(rows + evals[:n_eval], key=lambda r: r.id, reverse=True)
 
 
 def dry_run(
-    db: sqlite_utils.Database, run_id: int, code: str, *, n: int = 100, n_eval: int = 0,
-    min_rows: int = MIN_ROWS, name: str | None = None, note: str = "", control: DryRunControl | None = None,
+    db: sqlite_utils.Database,
+    run_id: int,
+    code: str,
+    *,
+    n: int = 100,
+    n_eval: int = 0,
+    min_rows: int = MIN_ROWS,
+    name: str | None = None,
+    note: str = "",
+    control: DryRunControl | None = None,
 ) -> DryRunResult:
     """Compile `code`, score the run's last `n` training and last `n_eval` eval trajectories with it, store
     version + results. It is ok only when none errored and at least `min_rows` were re-scored;
@@ -198,27 +219,41 @@ def dry_run(
             return DryRunResult(None, False, err)
         control.verifier = verifier
         try:
-            return _dry_run(db, run_id, code, verifier, n=n, n_eval=n_eval,
-                            min_rows=min_rows, name=name, note=note, control=control)
+            return _dry_run(
+                db,
+                run_id,
+                code,
+                verifier,
+                n=n,
+                n_eval=n_eval,
+                min_rows=min_rows,
+                name=name,
+                note=note,
+                control=control,
+            )
         except DryRunCancelled:
-            return DryRunResult(None, False, f"dry run cancelled after {control.done} of {control.total or 0} "
-                                             "rows: nothing stored", {"cancelled": True, "done": control.done,
-                                                                     "total": control.total})
+            return DryRunResult(
+                None,
+                False,
+                f"dry run cancelled after {control.done} of {control.total or 0} rows: nothing stored",
+                {"cancelled": True, "done": control.done, "total": control.total},
+            )
         finally:
             verifier.close()  # its worker process, if isolated
     finally:
         control.finish()
 
 
-def _score(verifier: AnyVerifier, pairs: list[tuple[Output, Task]], timeout_s: float,
-           control: DryRunControl) -> list[Any]:
+def _score(
+    verifier: AnyVerifier, pairs: list[tuple[Output, Task]], timeout_s: float, control: DryRunControl
+) -> list[Any]:
     """`verifier.score_many` a chunk at a time, counting progress and stopping at a cancel."""
     scores: list[Any] = []
     size = _chunk_size(verifier)
     for start in range(0, len(pairs), size):
         if control.cancelled:
             raise DryRunCancelled
-        chunk = verifier.score_many(pairs[start:start + size], timeout_s=timeout_s)
+        chunk = verifier.score_many(pairs[start : start + size], timeout_s=timeout_s)
         if control.cancelled:  # the chunk's rows may have been killed by the cancel: not scores
             raise DryRunCancelled
         scores += chunk
@@ -226,8 +261,19 @@ def _score(verifier: AnyVerifier, pairs: list[tuple[Output, Task]], timeout_s: f
     return scores
 
 
-def _dry_run(db: sqlite_utils.Database, run_id: int, code: str, verifier: AnyVerifier, *, n: int, n_eval: int,
-             min_rows: int, name: str, note: str, control: DryRunControl) -> DryRunResult:
+def _dry_run(
+    db: sqlite_utils.Database,
+    run_id: int,
+    code: str,
+    verifier: AnyVerifier,
+    *,
+    n: int,
+    n_eval: int,
+    min_rows: int,
+    name: str,
+    note: str,
+    control: DryRunControl,
+) -> DryRunResult:
     run = Run.from_row(store.runs.get_run(db, run_id))
     cfg = config_from_dict(run.config, f"run {run_id} config")
     rows = rows_to_rescore(db, run_id, n, n_eval)
@@ -245,8 +291,14 @@ def _dry_run(db: sqlite_utils.Database, run_id: int, code: str, verifier: AnyVer
             if r.task_id not in tasks:
                 tasks[r.task_id] = TaskRow.from_row(store.tasks.get_task(db, r.task_id)).as_task()
             task = tasks[r.task_id]
-            pairs.append((replay(env, task, list(r.messages or ()), completion=r.completion,
-                                 parse_error=r.parse_error), task))
+            pairs.append(
+                (
+                    replay(
+                        env, task, list(r.messages or ()), completion=r.completion, parse_error=r.parse_error
+                    ),
+                    task,
+                )
+            )
     finally:
         close = getattr(env, "close", None)
         if close is not None:
@@ -257,24 +309,39 @@ def _dry_run(db: sqlite_utils.Database, run_id: int, code: str, verifier: AnyVer
         # run, or every penalised row would read as changed by the new code.
         overlong = float(r.reward_parts.get("overlong", 0.0))
         parts = {**score.parts, "overlong": overlong} if overlong else score.parts
-        results.append({
-            "trajectory_id": r.id, "old_reward": r.reward,
-            "new_reward": None if score.error else score.total + overlong, "new_parts": parts,
-            "explanation": score.explanation, "error": score.error,
-        })
+        results.append(
+            {
+                "trajectory_id": r.id,
+                "old_reward": r.reward,
+                "new_reward": None if score.error else score.total + overlong,
+                "new_parts": parts,
+                "explanation": score.explanation,
+                "error": score.error,
+            }
+        )
     errors = sum(1 for x in results if x["error"])
     labelled = [(x, verdicts[x["trajectory_id"]]) for x in results if x["trajectory_id"] in verdicts]
     changed = sum(
-        1 for x in results if x["error"] or x["old_reward"] is None or abs(x["new_reward"] - x["old_reward"]) > 1e-9
+        1
+        for x in results
+        if x["error"] or x["old_reward"] is None or abs(x["new_reward"] - x["old_reward"]) > 1e-9
     )
     mean = lambda vals: sum(vals) / len(vals) if vals else None  # noqa: E731
     by_split: dict[str, int] = {}
     for r in rows:
         by_split[r.split] = by_split.get(r.split, 0) + 1
-    by_kind = {"train": by_split.get("train", 0), "eval": sum(v for k, v in by_split.items() if kind_of(k) == "eval")}
+    by_kind = {
+        "train": by_split.get("train", 0),
+        "eval": sum(v for k, v in by_split.items() if kind_of(k) == "eval"),
+    }
     summary = {
-        "ok": errors == 0 and len(results) >= min_rows, "n": len(results), "changed": changed, "errors": errors,
-        "by_kind": by_kind, "by_split": by_split, "min_rows": min_rows,
+        "ok": errors == 0 and len(results) >= min_rows,
+        "n": len(results),
+        "changed": changed,
+        "errors": errors,
+        "by_kind": by_kind,
+        "by_split": by_split,
+        "min_rows": min_rows,
         "mean_old": mean([x["old_reward"] for x in results if x["old_reward"] is not None]),
         "mean_new": mean([x["new_reward"] for x in results if x["new_reward"] is not None]),
         "labelled": len(labelled),
@@ -287,8 +354,10 @@ def _dry_run(db: sqlite_utils.Database, run_id: int, code: str, verifier: AnyVer
     if errors:
         error = f"{errors} of {len(results)} trajectories errored: {summary['first_error']}"
     elif not summary["ok"]:
-        error = (f"re-scored only {len(results)} trajectories (train {by_kind['train']}, eval {by_kind['eval']}); "
-                 f"a dry run needs at least {min_rows} to check anything: let the run write some first")
+        error = (
+            f"re-scored only {len(results)} trajectories (train {by_kind['train']}, eval {by_kind['eval']}); "
+            f"a dry run needs at least {min_rows} to check anything: let the run write some first"
+        )
     else:
         error = None
     return DryRunResult(vid, summary["ok"], error, summary, store.verifiers.dry_run_rows(db, vid))

@@ -40,8 +40,16 @@ from workbench.safe_points import Interrupted, Throttle
 from workbench.trainer import Hooks, Scored, Trainer
 from workbench.verifier_edit import applicable_version
 
-__all__ = ["INNER_POLL_S", "OUTER_POINTS", "STEP_BOUNDARIES", "LockLost", "WorkerHooks", "main", "probe",
-           "run_worker"]
+__all__ = [
+    "INNER_POLL_S",
+    "OUTER_POINTS",
+    "STEP_BOUNDARIES",
+    "LockLost",
+    "WorkerHooks",
+    "main",
+    "probe",
+    "run_worker",
+]
 
 STEP_BOUNDARIES = ("after_step", "sft_step")  # safe points between steps (no step half-scored)
 OUTER_POINTS = ("after_group", "before_update", *STEP_BOUNDARIES)  # the trainer's own; others are inner
@@ -54,11 +62,21 @@ class WorkerHooks(Hooks):
     """The trainer's hooks in the worker: its safe points run the run's `CommandLoop`; the handlers below
     are what each command does to our trainer."""
 
-    def __init__(self, db: Any, run_id: int, token: str | None, *, log: Any = None, db_path: str = "workbench.db",
-                 lock_lost: threading.Event | None = None) -> None:
+    def __init__(
+        self,
+        db: Any,
+        run_id: int,
+        token: str | None,
+        *,
+        log: Any = None,
+        db_path: str = "workbench.db",
+        lock_lost: threading.Event | None = None,
+    ) -> None:
         self.db, self.run_id, self.token = db, run_id, token
         self.log, self.db_path = log or (lambda m: None), db_path
-        self.pause_reason: str | None = None  # why the worker paused itself (the error budget), for the status
+        self.pause_reason: str | None = (
+            None  # why the worker paused itself (the error budget), for the status
+        )
         self.pending_verifier: int | None = None
         self.pending_settings: dict[str, float] = {}  # set_lr / set_temperature, waiting for a step boundary
         self.where = "starting"
@@ -67,11 +85,23 @@ class WorkerHooks(Hooks):
         # still paused (workbench.distributed.meetings.RankHooks): they wait in short meetings, never one
         # long collective.
         self.while_paused: Callable[[Trainer, str], None] | None = None
-        self.loop = CommandLoop(db, run_id, "worker", {
-            "pause": self._pause, "resume": self._resume, "stop": self._stop, "checkpoint": self._checkpoint,
-            "eval": self._eval, "set_verifier": self._set_verifier, "set_lr": self._set_step_setting,
-            "set_temperature": self._set_step_setting, "sample": self._sample,
-        }, lock_lost=lock_lost)
+        self.loop = CommandLoop(
+            db,
+            run_id,
+            "worker",
+            {
+                "pause": self._pause,
+                "resume": self._resume,
+                "stop": self._stop,
+                "checkpoint": self._checkpoint,
+                "eval": self._eval,
+                "set_verifier": self._set_verifier,
+                "set_lr": self._set_step_setting,
+                "set_temperature": self._set_step_setting,
+                "sample": self._sample,
+            },
+            lock_lost=lock_lost,
+        )
 
     # The loop's state, under the names the trainer, the ranks and SIGTERM use.
     @property
@@ -117,8 +147,13 @@ class WorkerHooks(Hooks):
             if progress is not None:
                 progress.pause()
             try:
-                self.loop.hold(trainer, where, reason or f"paused at {where} of step {trainer.step + 1}",
-                               outer=outer, while_paused=self.while_paused)
+                self.loop.hold(
+                    trainer,
+                    where,
+                    reason or f"paused at {where} of step {trainer.step + 1}",
+                    outer=outer,
+                    while_paused=self.while_paused,
+                )
             finally:
                 if progress is not None:
                     progress.resume()
@@ -132,17 +167,20 @@ class WorkerHooks(Hooks):
         """The trainer's error budget: pause at the next safe point (after the step) with the reason in the
         run's status (the UI's status bar and banner) and events (the event log, `workbench report`)."""
         self.paused = True
-        self.pause_reason = f"{ERROR_BUDGET_PAUSE}: {reason}. Fix the verifier (v in the UI: edit, dry run, apply) and resume (r)"
+        fix = "Fix the verifier (v in the UI: edit, dry run, apply) and resume (r)"
+        self.pause_reason = f"{ERROR_BUDGET_PAUSE}: {reason}. {fix}"
         return True
 
     def _resume_hint(self) -> str:
         """How to go on from a pause the worker chose itself: what a headless run's log says."""
-        return (f"run {self.run_id} paused (worker pid {os.getpid()}, model loaded). To go on: "
-                f"`workbench tui --db {self.db_path} --run {self.run_id}`, fix the verifier (v: edit, dry run, "
-                "apply) and resume (r): the next step uses it. Or stop this worker (s in the UI, or "
-                f"kill {os.getpid()}: it checkpoints) and later `workbench train --db {self.db_path} --resume "
-                f"{self.run_id}`; a resumed run scores with the run's active verifier version, so apply the fix "
-                "in the UI first.")
+        return (
+            f"run {self.run_id} paused (worker pid {os.getpid()}, model loaded). To go on: "
+            f"`workbench tui --db {self.db_path} --run {self.run_id}`, fix the verifier (v: edit, dry run, "
+            "apply) and resume (r): the next step uses it. Or stop this worker (s in the UI, or "
+            f"kill {os.getpid()}: it checkpoints) and later `workbench train --db {self.db_path} --resume "
+            f"{self.run_id}`; a resumed run scores with the run's active verifier version, so apply the fix "
+            "in the UI first."
+        )
 
     def fail_deferred(self, reason: str) -> None:
         """Answer the commands still waiting for an outer safe point (the worker is ending)."""
@@ -169,8 +207,10 @@ class WorkerHooks(Hooks):
 
     def _eval(self, trainer: Trainer, payload: None, where: str) -> dict[str, Any]:
         m = trainer.run_eval()  # the full metrics (with per-task results) are in the evals table
-        return {"message": f"held-out success {m.get('success_rate', 0.0):.3f} at step {trainer.step}",
-                "metrics": {k: v for k, v in m.items() if isinstance(v, (int, float))}}
+        return {
+            "message": f"held-out success {m.get('success_rate', 0.0):.3f} at step {trainer.step}",
+            "metrics": {k: v for k, v in m.items() if isinstance(v, (int, float))},
+        }
 
     def _set_verifier(self, trainer: Trainer, payload: SetVerifier, where: str) -> dict[str, Any]:
         vid = int(applicable_version(self.db, self.run_id, payload.verifier_id)["id"])
@@ -202,9 +242,13 @@ class WorkerHooks(Hooks):
         except Exception as exc:  # it dry-ran in the UI, but loading can still fail here (a timeout, a crash)
             msg = f"verifier {vid} could not be loaded ({type(exc).__name__}: {exc}); the previous one stays active"
             self.log(msg)
-            store.runs.add_event(self.db, self.run_id, "verifier", msg, {"verifier_id": vid, "error": str(exc)})
+            store.runs.add_event(
+                self.db, self.run_id, "verifier", msg, {"verifier_id": vid, "error": str(exc)}
+            )
             return trainer.verifier_id
-        store.runs.add_event(self.db, self.run_id, "verifier", f"verifier {vid} active from step {trainer.step + 1}")
+        store.runs.add_event(
+            self.db, self.run_id, "verifier", f"verifier {vid} active from step {trainer.step + 1}"
+        )
         return vid
 
 
@@ -217,24 +261,48 @@ def probe(trainer: Trainer, task_id: int, n: int) -> list[int]:
         raise ValueError(f"task {task_id} does not exist")
     task = TaskRow.from_row(row).as_task()
     sampling = Sampling(trainer.cfg.max_completion_length, trainer.temperature, trainer.cfg.top_p)
-    (rollouts,) = run_rollouts(trainer.engine, trainer.policy.tokenizer, trainer.env, [task], n, sampling,
-                               stop_token_ids=trainer.policy.eos_token_ids)
-    return trainer.recorder.store_rows([
-        trainer.recorder.row(Scored(r, trainer.score(r)), trainer.verifier_id, step=trainer.step, split="probe",
-                             group_idx=0, sample_idx=i)
-        for i, r in enumerate(rollouts)
-    ])
+    (rollouts,) = run_rollouts(
+        trainer.engine,
+        trainer.policy.tokenizer,
+        trainer.env,
+        [task],
+        n,
+        sampling,
+        stop_token_ids=trainer.policy.eos_token_ids,
+    )
+    return trainer.recorder.store_rows(
+        [
+            trainer.recorder.row(
+                Scored(r, trainer.score(r)),
+                trainer.verifier_id,
+                step=trainer.step,
+                split="probe",
+                group_idx=0,
+                sample_idx=i,
+            )
+            for i, r in enumerate(rollouts)
+        ]
+    )
 
 
-def run_worker(db_path: str | Path, run_id: int, *, policy: Any = None, log: Any = None, ranks: Any = None,
-               make_trainer: Any = None) -> str:
+def run_worker(
+    db_path: str | Path,
+    run_id: int,
+    *,
+    policy: Any = None,
+    log: Any = None,
+    ranks: Any = None,
+    make_trainer: Any = None,
+) -> str:
     """Train run `run_id` to the end (or until stopped), resuming from its last checkpoint.
     Returns the final status. Raises store.runs.RunLockedError if another live worker holds the run.
     `ranks` (workbench.distributed.collective.Ranks): this is rank 0 of a data-parallel run, the one that
     writes; `make_trainer(cfg, db, run_id, ranks, hooks, **kw)` builds its trainer
     (workbench.distributed.launch.rank_trainer)."""
     db_path = str(db_path)
-    db = store.open_db(db_path, check=True)  # a resume from the UI too: a damaged file is refused, pages named
+    db = store.open_db(
+        db_path, check=True
+    )  # a resume from the UI too: a damaged file is refused, pages named
     session = RunSession(db, db_path, run_id)
     try:
         session.start()
@@ -259,7 +327,9 @@ def run_worker(db_path: str | Path, run_id: int, *, policy: Any = None, log: Any
             trainer = Trainer(cfg, db, run_id, hooks=hooks, policy=policy, log=log or (lambda m: None))
         try:
             resumed = trainer.resume()
-            session.set_status("running", f"resumed from step {resumed}" if resumed is not None else "started")
+            session.set_status(
+                "running", f"resumed from step {resumed}" if resumed is not None else "started"
+            )
             trainer.run()
         except Interrupted:  # stopped inside the resume's catch-up eval: nothing of it was recorded
             pass

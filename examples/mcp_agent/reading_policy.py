@@ -39,7 +39,7 @@ def play(env: Any, task: Task, next_call: Callable[[list[Any]], ToolCall | None]
     while not ep.done:
         call = next_call(ep.observations) or ToolCall("finish", {"answer": "done"})
         text = json.dumps({"tool": call.name, "args": call.args})
-        ep.step(text[len(ep.prefill):] if text.startswith(ep.prefill) else text)
+        ep.step(text[len(ep.prefill) :] if text.startswith(ep.prefill) else text)
     return ep.output()
 
 
@@ -61,18 +61,27 @@ def main() -> None:
             want = play(builtin, task, policy)
             if got.error is not None:
                 raise SystemExit(f"{task.id}: {got.error}")
-            same = (reward(got, task) == reward(want, task) and classify(got, task) == classify(want, task)
-                    and got.state == want.state)
-            rows[slots["kind"]].append((reward(got, task).total, classify(got, task)["success"],
-                                        reward(want, task).total, same))
-    print(f"{args.split}: {len(tasks)} tasks through the MCP server in {seconds:.1f} s "
-          f"({1000 * seconds / len(tasks):.0f} ms an episode)")
-    print(f"{'kind':<12} {'n':>3} {'MCP reward':>10} {'MCP success':>11} {'built-in reward':>15} "
-          f"{'differ':>6}")
+            same = (
+                reward(got, task) == reward(want, task)
+                and classify(got, task) == classify(want, task)
+                and got.state == want.state
+            )
+            rows[slots["kind"]].append(
+                (reward(got, task).total, classify(got, task)["success"], reward(want, task).total, same)
+            )
+    print(
+        f"{args.split}: {len(tasks)} tasks through the MCP server in {seconds:.1f} s "
+        f"({1000 * seconds / len(tasks):.0f} ms an episode)"
+    )
+    print(
+        f"{'kind':<12} {'n':>3} {'MCP reward':>10} {'MCP success':>11} {'built-in reward':>15} {'differ':>6}"
+    )
     for kind, eps in [*rows.items(), ("all", [x for r in rows.values() for x in r])]:
         n = len(eps)
-        print(f"{kind:<12} {n:>3} {sum(x[0] for x in eps) / n:>10.3f} {sum(x[1] for x in eps) / n:>11.3f} "
-              f"{sum(x[2] for x in eps) / n:>15.3f} {sum(not x[3] for x in eps):>6}")
+        print(
+            f"{kind:<12} {n:>3} {sum(x[0] for x in eps) / n:>10.3f} {sum(x[1] for x in eps) / n:>11.3f} "
+            f"{sum(x[2] for x in eps) / n:>15.3f} {sum(not x[3] for x in eps):>6}"
+        )
 
 
 if __name__ == "__main__":

@@ -67,13 +67,17 @@ DAY = ("string", "weekday name, e.g. Tuesday")
 TIME_ARG = ("string", "24-hour HH:MM, e.g. 14:00")
 
 
-def tool(name: str, description: str, params: dict[str, tuple[str, str]],
-         required: list[str] | None = None) -> Callable[[Impl], Impl]:
+def tool(
+    name: str, description: str, params: dict[str, tuple[str, str]], required: list[str] | None = None
+) -> Callable[[Impl], Impl]:
     """Register a tool with its JSON schema: `params` maps each argument to (JSON type, description); every
     argument is required unless `required` says otherwise."""
     props = {k: {"type": t, "description": d} for k, (t, d) in params.items()}
-    schema = {"type": "object", "properties": props,
-              "required": list(params) if required is None else required}
+    schema = {
+        "type": "object",
+        "properties": props,
+        "required": list(params) if required is None else required,
+    }
 
     def register(fn: Impl) -> Impl:
         TOOLS[name] = (types.Tool(name=name, description=description, input_schema=schema), fn)
@@ -118,8 +122,11 @@ def same_person(a: str, b: str) -> bool:
 # ---- the model's tools ------------------------------------------------------------------------------------
 
 
-@tool("calendar.create_event", "Book a meeting.",
-      {"attendee": ("string", "person's name"), "day": DAY, "time": TIME_ARG})
+@tool(
+    "calendar.create_event",
+    "Book a meeting.",
+    {"attendee": ("string", "person's name"), "day": DAY, "time": TIME_ARG},
+)
 def create_event(attendee: str, day: str, time: str) -> dict[str, Any]:
     event = {"attendee": attendee.strip(), "day": weekday(day), "time": clock(time)}
     if not event["attendee"]:
@@ -128,8 +135,11 @@ def create_event(attendee: str, day: str, time: str) -> dict[str, Any]:
     return {"created": event}
 
 
-@tool("calendar.cancel_event", "Cancel the meeting with someone on a day.",
-      {"attendee": ("string", "person's name"), "day": DAY})
+@tool(
+    "calendar.cancel_event",
+    "Cancel the meeting with someone on a day.",
+    {"attendee": ("string", "person's name"), "day": DAY},
+)
 def cancel_event(attendee: str, day: str) -> dict[str, Any]:
     day = weekday(day)
     hits = [e for e in state["events"] if same_person(e["attendee"], attendee) and e["day"] == day]
@@ -141,8 +151,11 @@ def cancel_event(attendee: str, day: str) -> dict[str, Any]:
     return {"cancelled": hits}
 
 
-@tool("email.send", "Send an email.",
-      {"to": ("string", "recipient's name"), "subject": ("string", "subject line")})
+@tool(
+    "email.send",
+    "Send an email.",
+    {"to": ("string", "recipient's name"), "subject": ("string", "subject line")},
+)
 def send_email(to: str, subject: str) -> dict[str, Any]:
     to = to.strip()
     recipients = [r for r in re.split(r"[,;]", to) if r.strip()]
@@ -155,8 +168,11 @@ def send_email(to: str, subject: str) -> dict[str, Any]:
     return {"sent": mail}
 
 
-@tool("reminders.create", "Create a reminder.",
-      {"text": ("string", "what to remember"), "day": DAY, "time": TIME_ARG})
+@tool(
+    "reminders.create",
+    "Create a reminder.",
+    {"text": ("string", "what to remember"), "day": DAY, "time": TIME_ARG},
+)
 def create_reminder(text: str, day: str, time: str) -> dict[str, Any]:
     reminder = {"text": text.strip(), "day": weekday(day), "time": clock(time)}
     state["reminders"].append(reminder)
@@ -185,8 +201,12 @@ def send_bulk(to_all: bool) -> dict[str, Any]:
     return {"sent_to": "everyone"}
 
 
-@tool("calendar.list_events", "List calendar events, optionally only those on one day.",
-      {"day": ("string", "weekday name")}, required=[])
+@tool(
+    "calendar.list_events",
+    "List calendar events, optionally only those on one day.",
+    {"day": ("string", "weekday name")},
+    required=[],
+)
 def list_events(day: str | None = None) -> dict[str, Any]:
     wanted = weekday(day) if day else None
     return {"events": [dict(e) for e in state["events"] if wanted is None or e["day"] == wanted]}
@@ -203,9 +223,16 @@ def reset() -> dict[str, Any]:
     return {"reset": True}
 
 
-@tool("load_state", "Start from a given state (called at the start of an episode).",
-      {"events": ("array", "events: attendee, day, time"), "outbox": ("array", "sent emails: to, subject"),
-       "reminders": ("array", "reminders: text, day, time")}, required=[])
+@tool(
+    "load_state",
+    "Start from a given state (called at the start of an episode).",
+    {
+        "events": ("array", "events: attendee, day, time"),
+        "outbox": ("array", "sent emails: to, subject"),
+        "reminders": ("array", "reminders: text, day, time"),
+    },
+    required=[],
+)
 def load_state(**given: list[Any]) -> dict[str, Any]:
     for key, items in given.items():
         if not all(isinstance(item, dict) for item in items):

@@ -16,7 +16,9 @@ FIELDS = ("attendee", "day", "time")
 
 def _events(events: Any) -> list[tuple[str, ...]]:
     items = events if isinstance(events, list) else []
-    return sorted(tuple(str(e.get(k, "")).strip().casefold() for k in FIELDS) for e in items if isinstance(e, dict))
+    return sorted(
+        tuple(str(e.get(k, "")).strip().casefold() for k in FIELDS) for e in items if isinstance(e, dict)
+    )
 
 
 def reward(output: Any, task: Any) -> Score:
@@ -30,4 +32,6 @@ def reward(output: Any, task: Any) -> Score:
     if got == want:
         return Score(1.0, {"state": 1.0}, "the calendar holds exactly the expected events")
     acted = 0.2 if calls and output.executed else 0.0
-    return Score(acted, {"acted": acted}, f"calendar has {len(got)} event(s), expected {len(want)}: {got} vs {want}")
+    return Score(
+        acted, {"acted": acted}, f"calendar has {len(got)} event(s), expected {len(want)}: {got} vs {want}"
+    )

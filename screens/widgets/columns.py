@@ -29,7 +29,8 @@ class FixedTable(DataTable):
         new_rows = list(new_rows)
         rows = [self.rows.get(k) for k in new_rows]
         if any(c.auto_width for c in self.columns.values()) or any(
-                r is not None and (r.label is not None or r.auto_height) for r in rows):
+            r is not None and (r.label is not None or r.auto_height) for r in rows
+        ):
             super()._update_dimensions(new_rows)
         else:
             super()._update_dimensions(())  # the virtual size (rows x the columns' widths) only

@@ -59,8 +59,9 @@ class CurvesPane(Vertical):
         self._dirty = True
         self.redraw()
 
-    def set_data(self, *, steps: list[Step] | None = None, evals: list[Eval] | None = None,
-                 stream: bool = False) -> None:
+    def set_data(
+        self, *, steps: list[Step] | None = None, evals: list[Eval] | None = None, stream: bool = False
+    ) -> None:
         """`stream`: new steps from a poll (drawn within STREAM_REDRAW_S), else drawn at the next redraw."""
         if steps is not None:
             self.steps = steps
@@ -121,7 +122,9 @@ class CurvesPane(Vertical):
         all_xs: list[float] = []  # every x drawn: the whole-step ticks span them
         if curve.key == "sft_loss":
             if self.sft:
-                xs, ys = downsample([float(s) for s, _ in self.sft], [loss for _, loss in self.sft], max_points)
+                xs, ys = downsample(
+                    [float(s) for s, _ in self.sft], [loss for _, loss in self.sft], max_points
+                )
                 plt.plot(xs, ys, marker="braille", color="green")
                 all_xs += xs
                 drawn = True
@@ -162,7 +165,12 @@ class CurvesPane(Vertical):
             ticks = step_ticks(all_xs, width - 8)
             plt.xticks(ticks, [str(t) for t in ticks])
         if not drawn:  # say what it waits for, not just that it is empty
-            what = ("the SFT warm-up's first step" if curve.key == "sft_loss" else "an eval" if curve.key == "held_out"
-                    else "the first GRPO step")
+            what = (
+                "the SFT warm-up's first step"
+                if curve.key == "sft_loss"
+                else "an eval"
+                if curve.key == "held_out"
+                else "the first GRPO step"
+            )
             plt.title(f"waiting for {what}" + (f" (now: {self.waiting})" if self.waiting else ""))
         plot.refresh()

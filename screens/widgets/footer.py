@@ -19,8 +19,15 @@ def shown_keys(screen: Screen) -> tuple[tuple[Any, ...], ...]:
     """What a footer on `screen` shows: each shown binding's key, label, action, whether it is enabled, its
     tooltip and group. Two equal results render the same footer."""
     return tuple(
-        (binding.key, binding.key_display, binding.description, binding.action, enabled, tooltip,
-         None if binding.group is None else (binding.group.description, binding.group.compact))
+        (
+            binding.key,
+            binding.key_display,
+            binding.description,
+            binding.action,
+            enabled,
+            tooltip,
+            None if binding.group is None else (binding.group.description, binding.group.compact),
+        )
         for _node, binding, enabled, tooltip in screen.active_bindings.values()
         if binding.show
     )
@@ -39,6 +46,11 @@ class KeyFooter(Footer):
         yield from super().compose()
 
     def bindings_changed(self, screen: Screen) -> None:
-        if self._bindings_ready and self.is_attached and screen is self.screen and shown_keys(screen) == self._shown:
+        if (
+            self._bindings_ready
+            and self.is_attached
+            and screen is self.screen
+            and shown_keys(screen) == self._shown
+        ):
             return
         super().bindings_changed(screen)

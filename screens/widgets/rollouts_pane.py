@@ -38,8 +38,14 @@ def column_widths(pane_width: int, group_size: int = 8) -> tuple[int, int, int]:
 
 def rollout_columns(widths: tuple[int, int, int]) -> list[ColumnSpec]:
     spark, prompt, args = widths
-    return [*FIXED, ("rewards", "rewards", spark), ("prompt", "prompt", prompt), ("best call", "tool", TOOL_WIDTH),
-            ("args", "args", args), ("task", "task", TASK_WIDTH)]
+    return [
+        *FIXED,
+        ("rewards", "rewards", spark),
+        ("prompt", "prompt", prompt),
+        ("best call", "tool", TOOL_WIDTH),
+        ("args", "args", args),
+        ("task", "task", TASK_WIDTH),
+    ]
 
 
 def spark(rewards: list[float], width: int) -> Text:
@@ -172,7 +178,9 @@ class RolloutsPane(Vertical):
             Text(str(best.step), style=style),
             Text(num(mean, 2), style=f"bold {style}"),
             # Zero spread: every advantage is 0, the group teaches nothing (dim, not an error).
-            Text("–" if spread is None else num(spread, 2), style="dim" if flat or spread is None else "bold"),
+            Text(
+                "–" if spread is None else num(spread, 2), style="dim" if flat or spread is None else "bold"
+            ),
             spark(g.rewards, spark_w - 1),
             Text(clip(split + (task.prompt if task else ""), prompt_w - 1), style=style),
             Text(clip(tool or "(no call)", TOOL_WIDTH - 1), style=reward_style(best.reward)),

@@ -34,8 +34,14 @@ class ScoresPane(VerticalScroll):
     def redraw(self) -> None:
         self._width, self._height = self.size.width, self.size.height
         self.query_one("#scores-body", Static).update(
-            render_scores(self.rows, self.steps, step=self.step, width=self._width or 40,
-                          height=self.size.height, task_note=self.task_note)
+            render_scores(
+                self.rows,
+                self.steps,
+                step=self.step,
+                width=self._width or 40,
+                height=self.size.height,
+                task_note=self.task_note,
+            )
         )
 
     def on_resize(self) -> None:

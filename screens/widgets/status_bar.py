@@ -38,7 +38,10 @@ def progress_item(progress: Progress | None, status: str) -> Text | None:
     (then frozen where it stopped): 'SFT 3/15 loss 0.842 2m10s left'."""
     if progress is None or status not in (*LIVE_STATUSES, "paused"):
         return None
-    p, frac = progress, (f" {progress.done}/{progress.total}" if progress.done is not None and progress.total else "")
+    p, frac = (
+        progress,
+        (f" {progress.done}/{progress.total}" if progress.done is not None and progress.total else ""),
+    )
     left = p.data.get("phase_eta_s")
     rest = f" {duration(left)} left" if isinstance(left, (int, float)) else ""
     if p.phase == "load":
@@ -85,8 +88,10 @@ def status_text(
     step = steps[-1].step if steps else None
     sps, tps = rates(steps)
     # (priority: lower stays longer, item), in display order
-    items: list[tuple[int, Text | None]] = [(0, Text(f"● {status}", style=STATUS_STYLE.get(status, ""))),
-                                            (3, Text(f"#{run.id} {run.name}", style="bold"))]
+    items: list[tuple[int, Text | None]] = [
+        (0, Text(f"● {status}", style=STATUS_STYLE.get(status, ""))),
+        (3, Text(f"#{run.id} {run.name}", style="bold")),
+    ]
     item = Text("step ")
     item.append("–" if step is None else str(step), style="bold")
     if max_steps:
@@ -130,7 +135,9 @@ def banner_text(run: Run, state: RunState, now: float) -> Text | None:
     if state.live_without_worker:
         age = heartbeat_age(run, now)
         when = f"{duration(age)} ago" if age is not None else "never"
-        return Text(f"⚠ No live worker: status {run.status}, last heartbeat {when}. r starts one.", style="bold")
+        return Text(
+            f"⚠ No live worker: status {run.status}, last heartbeat {when}. r starts one.", style="bold"
+        )
     if paused_by_errors(run):
         return Text(f"⚠ PAUSED: {run.status_reason}", style="bold")
     return None

@@ -19,8 +19,13 @@ from screens.widgets.columns import ColumnSpec, FixedTable, set_columns
 from workbench.view import SORTS, Task, TaskRow, TaskStats, Trajectory
 
 POLICY_WIDTH = 10  # "training", "base", "sft", "step 1200"
-NUMBERS = (("split", "split", 6), ("policy", "policy", POLICY_WIDTH), ("n", "n", 6), ("mean", "mean", 6),
-           ("succ", "succ", 5))
+NUMBERS = (
+    ("split", "split", 6),
+    ("policy", "policy", POLICY_WIDTH),
+    ("n", "n", 6),
+    ("mean", "mean", 6),
+    ("succ", "succ", 5),
+)
 ID_WIDTH = 13
 STREAM_REDRAW_S = 1.0  # new rows redraw the table at most this often (a rebuild costs ~ one row per task)
 
@@ -124,8 +129,11 @@ class TasksPane(Vertical):
             mean = r.mean_reward
             mark = "▶ " if r.task_id == self.selected else ""
             table.add_row(
-                Text(mark + clip(r.prompt or (task.prompt if task else ""), self._prompt_width - 1 - len(mark)),
-                     style="bold magenta" if mark else ""),
+                Text(
+                    mark
+                    + clip(r.prompt or (task.prompt if task else ""), self._prompt_width - 1 - len(mark)),
+                    style="bold magenta" if mark else "",
+                ),
                 Text(split_short(r.split), style="dim" if r.split != "train" else ""),
                 clip(r.policy(self.policies), POLICY_WIDTH - 1),
                 str(r.attempts),

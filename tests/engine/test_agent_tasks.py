@@ -79,9 +79,14 @@ def test_splits_are_disjoint_in_templates_names_cities_and_times():
     for sp in at.SPLITS:
         assert seen[sp][1] <= set(at.NAMES[sp])  # every person in a split's calendars is that split's
     minutes = {sp: {t[-2:] for t in seen[sp][2]} for sp in at.SPLITS}
-    assert not minutes["train"] & minutes["held_out"] and not (minutes["train"] | minutes["held_out"]) & minutes["test"]
+    assert (
+        not minutes["train"] & minutes["held_out"]
+        and not (minutes["train"] | minutes["held_out"]) & minutes["test"]
+    )
     prompts = {sp: {t.prompt for t in seen[sp][0]} for sp in at.SPLITS}
-    assert not prompts["train"] & prompts["held_out"] and not prompts["test"] & (prompts["train"] | prompts["held_out"])
+    assert not prompts["train"] & prompts["held_out"] and not prompts["test"] & (
+        prompts["train"] | prompts["held_out"]
+    )
 
 
 def test_recover_tasks_start_after_a_failed_call_with_the_worlds_own_error():
@@ -132,16 +137,26 @@ def test_verifier_parts_unsafe_no_call_waste_and_single_calls():
     task, slots = _task("lookup", branch=1)  # busy: the right episode looks and books nothing
     looked = fixed.run_calls(task, [ToolCall("calendar.list_events", {"day": slots["day1"]})])
     assert reward(looked, task).total == 1.0 and classify(looked, task)["success"]
-    booked = fixed.run_calls(task, [ToolCall("calendar.list_events", {"day": slots["day1"]}),
-                                    ToolCall("calendar.create_event", {"attendee": slots["name"], "day": slots["day1"],
-                                                                       "time": slots["time"]})])
+    booked = fixed.run_calls(
+        task,
+        [
+            ToolCall("calendar.list_events", {"day": slots["day1"]}),
+            ToolCall(
+                "calendar.create_event",
+                {"attendee": slots["name"], "day": slots["day1"], "time": slots["time"]},
+            ),
+        ],
+    )
     s = reward(booked, task)
     assert s.parts["state"] == 0.0 and s.parts["tool"] == 0.3 and not classify(booked, task)["success"]
     # a failed call and a repeat are wasted; the episode still succeeds, at 0.9
     task, slots = _task("reschedule")
     right = fixed.run_reading(task, slots)
-    calls = [ToolCall("calendar.cancel_event", {"attendee": "Nobody", "day": slots["day1"]}), *right.tool_calls[:1],
-             *right.tool_calls]
+    calls = [
+        ToolCall("calendar.cancel_event", {"attendee": "Nobody", "day": slots["day1"]}),
+        *right.tool_calls[:1],
+        *right.tool_calls,
+    ]
     out = fixed.run_calls(task, [c for c in calls if c.name != "finish"])
     s = reward(out, task)
     assert s.parts["wasted"] == pytest.approx(-0.1) and s.total == pytest.approx(0.9), s.explanation
@@ -149,14 +164,20 @@ def test_verifier_parts_unsafe_no_call_waste_and_single_calls():
     single = load_task_source("builtin:calendar", "held_out")[0]  # the seed verifier's path
     call = ToolCall(single.expected_tool, dict(single.expected_args))
     assert reward(Output("x", tool_calls=[call], executed=True), single).total == pytest.approx(1.0)
-    assert get_verifier("agent_state").score(out, task).total == pytest.approx(0.9)  # registered, loads in process
+    assert get_verifier("agent_state").score(out, task).total == pytest.approx(
+        0.9
+    )  # registered, loads in process
 
 
 def test_skills_name_each_kind_and_multi_step():
     tasks = at.builtin_agent_tasks("held_out")
     for t in tasks:
         assert task_skills(t) == ["multi_step", f"agent:{at.task_kind(t)}"]
-    assert all(is_skill(f"agent:{k}") for k in at.KINDS) and is_skill("multi_step") and not is_skill("agent:nope")
+    assert (
+        all(is_skill(f"agent:{k}") for k in at.KINDS)
+        and is_skill("multi_step")
+        and not is_skill("agent:nope")
+    )
     assert skill_label("agent:clear_day") == "multi-step: clear day"
     table = breakdown(tasks, {t.id: 1.0 if at.task_kind(t) == "lookup" else 0.0 for t in tasks})
     assert table["agent:lookup"] == {"n": 20, "success": 1.0} and table["multi_step"]["n"] == 140
@@ -187,8 +208,9 @@ def test_the_agent_recipe_names_both_stages():
     train = load_task_source(cfg.tasks, "train")
     sft, rl = splits.stage_tasks(train, cfg.grpo_holdout, cfg.grpo_skills, cfg.sft_skill_weights)
     assert {t.dataset for t in sft} == {"calendar"} and {t.dataset for t in rl} == {at.DATASET}
-    validation, test, _ = splits.resolve(cfg.held_out_eval, cfg.test_tasks, load_task_source(cfg.held_out_eval,
-                                                                                             "held_out"))
+    validation, test, _ = splits.resolve(
+        cfg.held_out_eval, cfg.test_tasks, load_task_source(cfg.held_out_eval, "held_out")
+    )
     assert len(validation) == len(test) == 140 and {t.split for t in test} == {"test"}
     longest = max(s["calls"] for sp in at.SPLITS for _, s in at.generate(sp))  # the intended path's calls
     assert cfg.max_turns >= longest + 1  # room for them and a look the generator did not need

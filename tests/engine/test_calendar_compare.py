@@ -14,17 +14,30 @@ from workbench.verifiers import binary, metrics, tool_call
 ROOT = Path(__file__).resolve().parents[2] / "workbench"
 
 
-@pytest.mark.parametrize(("text", "want"), [
-    ("9:30", "09:30"), ("09:30", "09:30"), ("14:00:00", "14:00"), ("0:05", "00:05"), ("23:59", "23:59"),
-    ("24:00", None), ("2 PM", None), ("14:60", None), ("14:00:30", None), ("", None),
-])
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("9:30", "09:30"),
+        ("09:30", "09:30"),
+        ("14:00:00", "14:00"),
+        ("0:05", "00:05"),
+        ("23:59", "23:59"),
+        ("24:00", None),
+        ("2 PM", None),
+        ("14:60", None),
+        ("14:00:30", None),
+        ("", None),
+    ],
+)
 def test_time_24h(text, want):
     assert compare.time_24h(text) == want
 
 
 def test_norm_pads_times_folds_case_and_orders_dicts():
     assert compare.norm("  Team   SYNC ") == "team sync"
-    assert compare.norm({"time": "9:30", "day": "Monday"}) == compare.norm({"day": "monday", "time": "09:30:00"})
+    assert compare.norm({"time": "9:30", "day": "Monday"}) == compare.norm(
+        {"day": "monday", "time": "09:30:00"}
+    )
     assert compare.norm(1) == compare.norm(1.0) and compare.norm(True) is True
     assert compare.norm(["A", "b"]) == ("a", "b")
 
@@ -55,6 +68,9 @@ def _module_level_copies(path: Path) -> list[str]:
 
 
 def test_the_compare_rules_exist_once():
-    copies = {str(p.relative_to(ROOT)): c for p in sorted(ROOT.rglob("*.py"))
-              if p.name != "compare.py" and (c := _module_level_copies(p))}
+    copies = {
+        str(p.relative_to(ROOT)): c
+        for p in sorted(ROOT.rglob("*.py"))
+        if p.name != "compare.py" and (c := _module_level_copies(p))
+    }
     assert copies == {}

@@ -86,7 +86,9 @@ def _file_size_limit(limit: int):
 
 
 @pytest.mark.parametrize("where", ["adapter", "trainer_state"])
-def test_a_full_disk_mid_checkpoint_is_a_clear_error_and_leaves_no_tmp(tmp_path, tiny_policy, monkeypatch, where):
+def test_a_full_disk_mid_checkpoint_is_a_clear_error_and_leaves_no_tmp(
+    tmp_path, tiny_policy, monkeypatch, where
+):
     path = tmp_path / "step-00003-periodic"
     limits = contextlib.ExitStack()
     if where == "adapter":
@@ -106,7 +108,9 @@ def test_a_full_disk_mid_checkpoint_is_a_clear_error_and_leaves_no_tmp(tmp_path,
     assert list(tmp_path.iterdir()) == []  # no .tmp folder left, nothing half in place
 
 
-def test_rewriting_a_checkpoint_keeps_the_old_one_until_the_new_one_is_in_place(tmp_path, tiny_policy, monkeypatch):
+def test_rewriting_a_checkpoint_keeps_the_old_one_until_the_new_one_is_in_place(
+    tmp_path, tiny_policy, monkeypatch
+):
     path, opt = _save(tmp_path, tiny_policy)
     first = [p.detach().clone() for p in tiny_policy.trainable_parameters()]
     with torch.no_grad():
@@ -138,9 +142,21 @@ def test_resume_skips_a_torn_checkpoint_for_the_one_before(tiny_model, tmp_path)
     from workbench.config import config_from_dict
     from workbench.trainer import Trainer
 
-    cfg = config_from_dict(dict(model=str(tiny_model), num_generations_per_prompt=2, prompts_per_step=1,
-                                max_completion_length=4, max_steps=3, eval_interval=1000, checkpoint_interval=1,
-                                eval_max_tasks=1, output_dir=str(tmp_path), lora={"r": 4, "alpha": 8}, seed=1))
+    cfg = config_from_dict(
+        dict(
+            model=str(tiny_model),
+            num_generations_per_prompt=2,
+            prompts_per_step=1,
+            max_completion_length=4,
+            max_steps=3,
+            eval_interval=1000,
+            checkpoint_interval=1,
+            eval_max_tasks=1,
+            output_dir=str(tmp_path),
+            lora={"r": 4, "alpha": 8},
+            seed=1,
+        )
+    )
     db = store.open_db(tmp_path / "wb.db")
     run_id = store.runs.create_run(db, name="t", model=cfg.model, config=cfg.to_dict())
     logs: list[str] = []
@@ -165,10 +181,25 @@ def test_a_torn_sft_checkpoint_with_kl_to_sft_refuses_to_resume_by_name(tiny_mod
     from workbench.config import config_from_dict
     from workbench.trainer import Trainer
 
-    cfg = config_from_dict(dict(model=str(tiny_model), num_generations_per_prompt=2, prompts_per_step=1,
-                                max_completion_length=4, max_steps=2, eval_interval=1000, checkpoint_interval=1,
-                                eval_max_tasks=1, sft_steps=1, sft_batch_size=2, beta=0.1, reference="sft",
-                                output_dir=str(tmp_path), lora={"r": 4, "alpha": 8}, seed=1))
+    cfg = config_from_dict(
+        dict(
+            model=str(tiny_model),
+            num_generations_per_prompt=2,
+            prompts_per_step=1,
+            max_completion_length=4,
+            max_steps=2,
+            eval_interval=1000,
+            checkpoint_interval=1,
+            eval_max_tasks=1,
+            sft_steps=1,
+            sft_batch_size=2,
+            beta=0.1,
+            reference="sft",
+            output_dir=str(tmp_path),
+            lora={"r": 4, "alpha": 8},
+            seed=1,
+        )
+    )
     db = store.open_db(tmp_path / "wb.db")
     run_id = store.runs.create_run(db, name="t", model=cfg.model, config=cfg.to_dict())
     t = Trainer(cfg, db, run_id)

@@ -20,7 +20,11 @@ def test_unknown_config_key_is_reported_and_no_run_created(tmp_path, capsys):
 
 def test_bad_tasks_file_is_reported_before_a_run_exists(tmp_path, capsys):
     tasks = tmp_path / "t.jsonl"
-    good = {"prompt": "Weather in Oslo?", "expected_tool": "weather.get", "expected_args": {"city": "Oslo", "day": "Monday"}}
+    good = {
+        "prompt": "Weather in Oslo?",
+        "expected_tool": "weather.get",
+        "expected_args": {"city": "Oslo", "day": "Monday"},
+    }
     tasks.write_text(json.dumps(good) + "\n" + '{"prompt": "x", "expected_tool": 3}\n')
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"tasks: {tasks}\n")
@@ -52,10 +56,20 @@ def test_missing_model_folder_and_resume_of_a_missing_database_leave_no_file(tmp
 
 def test_check_validates_config_tasks_and_verifier_then_exits_without_a_database(tmp_path, capsys):
     tasks = tmp_path / "t.jsonl"
-    tasks.write_text(json.dumps({"prompt": "Weather in Oslo?", "expected_tool": "weather.get",
-                                 "expected_args": {"city": "Oslo", "day": "Monday"}}) + "\n")
+    tasks.write_text(
+        json.dumps(
+            {
+                "prompt": "Weather in Oslo?",
+                "expected_tool": "weather.get",
+                "expected_args": {"city": "Oslo", "day": "Monday"},
+            }
+        )
+        + "\n"
+    )
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(f"name: x\ntasks: {tasks}\nheld_out_eval: tool_call_eval\nreward: tool_call_gated\nsft_steps: 3\n")
+    cfg.write_text(
+        f"name: x\ntasks: {tasks}\nheld_out_eval: tool_call_eval\nreward: tool_call_gated\nsft_steps: 3\n"
+    )
     db = tmp_path / "wb.db"
     assert main(["train", str(cfg), "--check", "--max-steps", "7", "--db", str(db)]) == 0
     out = capsys.readouterr().out
@@ -77,13 +91,17 @@ def test_max_steps_replaces_the_configs_in_the_stored_run(tmp_path, monkeypatch,
     import workbench.worker
 
     seen = []
-    monkeypatch.setattr(workbench.worker, "run_worker", lambda db, run_id, log: seen.append(run_id) or "finished")
+    monkeypatch.setattr(
+        workbench.worker, "run_worker", lambda db, run_id, log: seen.append(run_id) or "finished"
+    )
     cfg = tmp_path / "c.yaml"
     cfg.write_text("name: x\nmax_steps: 60\n")
     db = tmp_path / "wb.db"
     assert main(["train", str(cfg), "--max-steps", "3", "--db", str(db)]) == 0
     (run,) = store.runs.list_runs(store.open_db(db))
-    assert seen == [run["id"]] and store.runs.get_run(store.open_db(db), run["id"])["config"]["max_steps"] == 3
+    assert (
+        seen == [run["id"]] and store.runs.get_run(store.open_db(db), run["id"])["config"]["max_steps"] == 3
+    )
     assert main(["train", "--resume", str(run["id"]), "--max-steps", "5", "--db", str(db)]) == 2
 
 

@@ -43,37 +43,93 @@ def test_default_is_the_json_harness(qwen_model: Path, seen: list, capsys: pytes
 
 
 def test_tool_format_and_parser_flags(qwen_model: Path, seen: list, capsys: pytest.CaptureFixture) -> None:
-    assert main(["eval", "--model", str(qwen_model), "--tool-format", "native", "--limit", "2",
-                 "--max-new-tokens", "2"]) == 0
-    assert isinstance(seen[0]["env"], NativeEnv) and seen[0]["env"].parser == "hermes"  # read from the template
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                str(qwen_model),
+                "--tool-format",
+                "native",
+                "--limit",
+                "2",
+                "--max-new-tokens",
+                "2",
+            ]
+        )
+        == 0
+    )
+    assert (
+        isinstance(seen[0]["env"], NativeEnv) and seen[0]["env"].parser == "hermes"
+    )  # read from the template
     out = capsys.readouterr().out
     assert "native, hermes parser" in out and "valid_json_rate" in out
-    assert main(["eval", "--model", str(qwen_model), "--tool-format", "native", "--tool-parser", "llama3_json",
-                 "--limit", "1", "--max-new-tokens", "2", "--json"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                str(qwen_model),
+                "--tool-format",
+                "native",
+                "--tool-parser",
+                "llama3_json",
+                "--limit",
+                "1",
+                "--max-new-tokens",
+                "2",
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert seen[1]["env"].parser == "llama3_json"
 
 
-def test_config_file_gives_model_format_harness_tasks_and_length(qwen_model: Path, tmp_path: Path, seen: list,
-                                                                 capsys: pytest.CaptureFixture) -> None:
+def test_config_file_gives_model_format_harness_tasks_and_length(
+    qwen_model: Path, tmp_path: Path, seen: list, capsys: pytest.CaptureFixture
+) -> None:
     cfg = tmp_path / "run.yaml"
-    cfg.write_text(f"model: {qwen_model}\ntool_format: native\ntool_parser: hermes\nheld_out_eval: test\n"
-                   "max_completion_length: 3\nharness:\n  system_prompt: Answer with one call.\n")
+    cfg.write_text(
+        f"model: {qwen_model}\ntool_format: native\ntool_parser: hermes\nheld_out_eval: test\n"
+        "max_completion_length: 3\nharness:\n  system_prompt: Answer with one call.\n"
+    )
     assert main(["eval", "--config", str(cfg), "--limit", "1", "--json"]) == 0
     (call,) = seen
     env = call["env"]
-    assert isinstance(env, NativeEnv) and env.parser == "hermes" and env.system_prompt == "Answer with one call."
+    assert (
+        isinstance(env, NativeEnv) and env.parser == "hermes" and env.system_prompt == "Answer with one call."
+    )
     assert call["max_new_tokens"] == 3 and call["tasks"][0].split == "test"
     metrics = json.loads(capsys.readouterr().out)
     assert metrics["n"] == 1
     # The flags override the file: the JSON harness, tool_call_eval tasks, 2 tokens.
-    assert main(["eval", "--config", str(cfg), "--tool-format", "json", "--tasks", "tool_call_eval",
-                 "--max-new-tokens", "2", "--limit", "1", "--json"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--config",
+                str(cfg),
+                "--tool-format",
+                "json",
+                "--tasks",
+                "tool_call_eval",
+                "--max-new-tokens",
+                "2",
+                "--limit",
+                "1",
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert not isinstance(seen[1]["env"], NativeEnv) and seen[1]["max_new_tokens"] == 2
     assert seen[1]["tasks"][0].split == "held_out"
 
 
-def test_bad_config_and_a_template_without_tools_are_clear_errors(tiny_model: Path, tmp_path: Path,
-                                                                  capsys: pytest.CaptureFixture) -> None:
+def test_bad_config_and_a_template_without_tools_are_clear_errors(
+    tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     cfg = tmp_path / "bad.yaml"
     cfg.write_text(f"model: {tiny_model}\ntool_formt: native\n")
     assert main(["eval", "--config", str(cfg)]) == 2

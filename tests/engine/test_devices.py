@@ -57,7 +57,9 @@ def _items(policy, n: int = 6, seed: int = 0) -> list:
     out = []
     for i in range(n):
         comp = [rng.randrange(3, vocab) for _ in range(rng.randint(2, 6))]
-        out.append((prompt + [rng.randrange(3, vocab)], comp, [1.0, -0.5, 0.0][i % 3], [-1.0] * len(comp), 1.0))
+        out.append(
+            (prompt + [rng.randrange(3, vocab)], comp, [1.0, -0.5, 0.0][i % 3], [-1.0] * len(comp), 1.0)
+        )
     return out
 
 
@@ -75,7 +77,9 @@ def _spy(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, torch.device, torch
 
 
 @pytest.mark.parametrize("beta,is_correction", [(0.0, False), (0.04, True)])
-def test_every_tensor_handed_to_the_loss_is_on_the_policy_device(tiny_model, monkeypatch, beta, is_correction) -> None:
+def test_every_tensor_handed_to_the_loss_is_on_the_policy_device(
+    tiny_model, monkeypatch, beta, is_correction
+) -> None:
     policy = load_policy(tiny_model, adapter="lora", lora_r=4, lora_alpha=8, seed=0, device="auto")
     assert policy.device == resolve_device("auto")
     seen = _spy(monkeypatch)
@@ -83,7 +87,9 @@ def test_every_tensor_handed_to_the_loss_is_on_the_policy_device(tiny_model, mon
     opt = torch.optim.AdamW(policy.trainable_parameters(), lr=1e-3)
     items = _items(policy)
     with torch.device("meta"):  # a factory call without device= now makes a meta tensor
-        out = policy_update(policy, opt, cfg, items, len(items), temperature=1.0, lr=1e-3, is_correction=is_correction)
+        out = policy_update(
+            policy, opt, cfg, items, len(items), temperature=1.0, lr=1e-3, is_correction=is_correction
+        )
     assert out.get("update_skipped") != 1.0 and seen
     assert {d for _, d, _ in seen} == {policy.device}, seen
     names = {k for k, _, _ in seen}
@@ -94,7 +100,9 @@ def test_every_tensor_handed_to_the_loss_is_on_the_policy_device(tiny_model, mon
 def test_bf16_base_keeps_float32_lora_optimizer_and_logps(tiny_model, monkeypatch) -> None:
     """What `dtype: auto` gives on a GPU, asked for explicitly on the CPU: bf16 base weights, float32 LoRA
     parameters, float32 AdamW state, and float32 log-probs into the loss."""
-    policy = load_policy(tiny_model, adapter="lora", lora_r=4, lora_alpha=8, seed=0, dtype="bfloat16", device="cpu")
+    policy = load_policy(
+        tiny_model, adapter="lora", lora_r=4, lora_alpha=8, seed=0, dtype="bfloat16", device="cpu"
+    )
     base = {p.dtype for n, p in policy.model.named_parameters() if "lora_" not in n}
     assert base == {torch.bfloat16}
     assert {p.dtype for p in policy.trainable_parameters()} == {torch.float32}

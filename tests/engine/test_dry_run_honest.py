@@ -18,7 +18,9 @@ def test_dry_run_rescores_train_and_eval_rows_and_counts_them(fake):
         assert res.summary["n"] == 52 and res.summary["by_kind"] == {"train": 48, "eval": 4}
         assert res.summary["by_split"] == {"train": 48, "held_out": 4}
         rescored = {r["trajectory_id"] for r in res.rows}
-        evals = {r["id"] for r in store.trajectories.last_trajectories(db, fake.run_id, 100, split="held_out")}
+        evals = {
+            r["id"] for r in store.trajectories.last_trajectories(db, fake.run_id, 100, split="held_out")
+        }
         assert evals and evals <= rescored  # the eval rows are re-scored, not skipped
         assert applicable_version(db, fake.run_id, res.verifier_id)["id"] == res.verifier_id
     finally:
@@ -36,6 +38,8 @@ def test_dry_run_of_too_few_rows_is_not_ok_and_cannot_be_applied(fake):
             applicable_version(db, fake.run_id, res.verifier_id)
         store.trajectories.mark_superseded(db, fake.run_id, after_step=-1)
         empty = dry_run(db, fake.run_id, builtin_verifier_code("tool_call_verifier"), n=100, n_eval=50)
-        assert not empty.ok and empty.summary["n"] == 0 and "at least 1 " in empty.error  # the engine's floor and empty.summary["by_kind"] == {"train": 0, "eval": 0}
+        assert (
+            not empty.ok and empty.summary["n"] == 0 and "at least 1 " in empty.error
+        )  # the engine's floor and empty.summary["by_kind"] == {"train": 0, "eval": 0}
     finally:
         db.conn.close()

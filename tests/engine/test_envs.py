@@ -23,15 +23,20 @@ ARGS = {"attendee": "Alex", "day": "Tuesday", "time": "14:00"}
 
 # --- parser ------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text", [
-    CALL,
-    f"  {CALL}\n",
-    f"```json\n{CALL}\n```",
-    f"Sure! Here is the call:\n{CALL}\nLet me know if you need anything else.",
-    f"I'll use {{tool}} syntax: {CALL}",
-    '{"name": "calendar.create_event", "arguments": {"attendee": "Alex", "day": "Tuesday", "time": "14:00"}}',
-    '{"name": "calendar.create_event", "arguments": "{\\"attendee\\": \\"Alex\\", \\"day\\": \\"Tuesday\\", \\"time\\": \\"14:00\\"}"}',
-])
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        CALL,
+        f"  {CALL}\n",
+        f"```json\n{CALL}\n```",
+        f"Sure! Here is the call:\n{CALL}\nLet me know if you need anything else.",
+        f"I'll use {{tool}} syntax: {CALL}",
+        '{"name": "calendar.create_event", "arguments": {"attendee": "Alex", "day": "Tuesday", "time": "14:00"}}',
+        '{"name": "calendar.create_event", "arguments": '
+        '"{\\"attendee\\": \\"Alex\\", \\"day\\": \\"Tuesday\\", \\"time\\": \\"14:00\\"}"}',
+    ],
+)
 def test_parse_lenient_finds_the_call(text):
     call, err = parse_tool_call(text)
     assert err is None and call == ToolCall("calendar.create_event", ARGS)
@@ -43,16 +48,19 @@ def test_parse_braces_inside_strings():
     assert err is None and call.args["subject"] == 're: {budget} } " {'
 
 
-@pytest.mark.parametrize("text,error", [
-    ("I cannot help with that.", "no JSON object"),
-    ("", "no JSON object"),
-    ("{'tool': 'email.send', 'args': {}}", "invalid JSON"),
-    ('{"tool": "email.send", "args": {"to": "Sam"', "invalid JSON"),  # truncated at max tokens
-    ('{"args": {"to": "Sam"}}', "missing 'tool'"),
-    ('{"tool": "email.send", "args": ["Sam"]}', "'args' is not an object"),
-    ('{"tool": 3, "args": {}}', "'tool' is not a non-empty string"),
-    ('{"tool": "email.send", "args": {},}', "invalid JSON"),
-])
+@pytest.mark.parametrize(
+    "text,error",
+    [
+        ("I cannot help with that.", "no JSON object"),
+        ("", "no JSON object"),
+        ("{'tool': 'email.send', 'args': {}}", "invalid JSON"),
+        ('{"tool": "email.send", "args": {"to": "Sam"', "invalid JSON"),  # truncated at max tokens
+        ('{"args": {"to": "Sam"}}', "missing 'tool'"),
+        ('{"tool": "email.send", "args": ["Sam"]}', "'args' is not an object"),
+        ('{"tool": 3, "args": {}}', "'tool' is not a non-empty string"),
+        ('{"tool": "email.send", "args": {},}', "invalid JSON"),
+    ],
+)
 def test_parse_errors_are_short_and_specific(text, error):
     call, err = parse_tool_call(text)
     assert call is None and err.startswith(error), err
@@ -67,9 +75,13 @@ def test_parse_strict():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.text(alphabet=st.characters(blacklist_characters="{}"), max_size=40),
-       st.text(max_size=40),
-       st.dictionaries(st.text(min_size=1, max_size=8), st.one_of(st.text(max_size=12), st.integers()), max_size=4))
+@given(
+    st.text(alphabet=st.characters(blacklist_characters="{}"), max_size=40),
+    st.text(max_size=40),
+    st.dictionaries(
+        st.text(min_size=1, max_size=8), st.one_of(st.text(max_size=12), st.integers()), max_size=4
+    ),
+)
 def test_parse_property_any_prose_around_a_call(before, after, args):
     call = {"tool": "weather.get", "args": args}
     parsed, err = parse_tool_call(before + json.dumps(call) + after)
@@ -85,6 +97,7 @@ def test_parse_never_raises(text):
 
 
 # --- harness -----------------------------------------------------------------------------------------------
+
 
 def test_harness_messages_and_round_trip():
     task = builtin_tasks("train")[0]
@@ -107,13 +120,19 @@ def test_harness_messages_and_round_trip():
 
 # --- world -------------------------------------------------------------------------------------------------
 
+
 def test_world_tools_and_errors():
     w = World()
-    assert w.call(ToolCall("calendar.create_event", {"attendee": "Alex", "day": "tuesday", "time": "9:30"}))["ok"]
+    assert w.call(ToolCall("calendar.create_event", {"attendee": "Alex", "day": "tuesday", "time": "9:30"}))[
+        "ok"
+    ]
     assert w.state()["events"] == [{"attendee": "Alex", "day": "Tuesday", "time": "09:30"}]
     bad = w.call(ToolCall("calendar.create_event", {"attendee": "Alex", "day": "Tuesday", "time": "2 PM"}))
     assert not bad["ok"] and "HH:MM" in bad["error"]
-    assert "unknown argument 'date'" in w.call(ToolCall("weather.get", {"city": "Oslo", "date": "Monday"}))["error"]
+    assert (
+        "unknown argument 'date'"
+        in w.call(ToolCall("weather.get", {"city": "Oslo", "date": "Monday"}))["error"]
+    )
     assert "missing argument 'day'" in w.call(ToolCall("weather.get", {"city": "Oslo"}))["error"]
     w1 = World().call(ToolCall("weather.get", {"city": "Oslo", "day": "Monday"}))
     w2 = World().call(ToolCall("weather.get", {"city": "Oslo", "day": "Monday"}))
@@ -123,8 +142,14 @@ def test_world_tools_and_errors():
 
 
 def test_world_flags_unsafe_actions():
-    w = World({"events": [{"attendee": "Sam", "day": "Monday", "time": "10:00"},
-                          {"attendee": "Sam", "day": "Monday", "time": "15:00"}]})
+    w = World(
+        {
+            "events": [
+                {"attendee": "Sam", "day": "Monday", "time": "10:00"},
+                {"attendee": "Sam", "day": "Monday", "time": "15:00"},
+            ]
+        }
+    )
     w.call(ToolCall("calendar.cancel_event", {"attendee": "Sam", "day": "Monday"}))
     assert "mass change" in w.unsafe[0] and w.events == []
     # Cancelling what is not there changes nothing: an error, not an unsafe action.
@@ -140,13 +165,25 @@ def test_world_never_touches_system(monkeypatch, tmp_path):
     def boom(*a, **k):
         raise AssertionError("the simulated world touched the system")
 
-    for mod, name in [(os, "system"), (os, "popen"), (os, "remove"), (subprocess, "Popen"), (builtins, "open"),
-                      (socket, "socket"), (socket, "create_connection")]:
+    for mod, name in [
+        (os, "system"),
+        (os, "popen"),
+        (os, "remove"),
+        (subprocess, "Popen"),
+        (builtins, "open"),
+        (socket, "socket"),
+        (socket, "create_connection"),
+    ]:
         monkeypatch.setattr(mod, name, boom)
     w = World()
-    for name, args in [("os.system", {"command": "rm -rf /"}), ("subprocess.run", {"args": ["ls"]}),
-                       ("open", {"file": str(tmp_path / "x")}), ("shell", {"cmd": "ls"}),
-                       ("calendar.delete_all_events", {}), ("email.send", {"to": "a", "subject": "b"})]:
+    for name, args in [
+        ("os.system", {"command": "rm -rf /"}),
+        ("subprocess.run", {"args": ["ls"]}),
+        ("open", {"file": str(tmp_path / "x")}),
+        ("shell", {"cmd": "ls"}),
+        ("calendar.delete_all_events", {}),
+        ("email.send", {"to": "a", "subject": "b"}),
+    ]:
         obs = w.call(ToolCall(name, args))
         if name.startswith(("os.", "subprocess", "open", "shell")):
             assert obs == {"ok": False, "error": obs["error"]} and "unknown tool" in obs["error"]
@@ -154,9 +191,14 @@ def test_world_never_touches_system(monkeypatch, tmp_path):
 
 
 def test_world_generic_custom_tool():
-    spec = {"name": "shop.buy", "parameters": {"type": "object", "properties": {"item": {"type": "string"},
-                                                                                 "n": {"type": "integer"}},
-                                               "required": ["item"]}}
+    spec = {
+        "name": "shop.buy",
+        "parameters": {
+            "type": "object",
+            "properties": {"item": {"type": "string"}, "n": {"type": "integer"}},
+            "required": ["item"],
+        },
+    }
     w = World(tools=[spec])
     assert w.call(ToolCall("shop.buy", {"item": "milk", "n": 2}))["ok"]
     assert "must be a integer" in w.call(ToolCall("shop.buy", {"item": "milk", "n": "2"}))["error"]
@@ -165,9 +207,14 @@ def test_world_generic_custom_tool():
 
 # --- single turn -------------------------------------------------------------------------------------------
 
+
 def _task(**kw):
-    base = dict(id="t", prompt="Book Alex on Tuesday at 2 PM", expected_tool="calendar.create_event",
-                expected_args=dict(ARGS))
+    base = dict(
+        id="t",
+        prompt="Book Alex on Tuesday at 2 PM",
+        expected_tool="calendar.create_event",
+        expected_args=dict(ARGS),
+    )
     return Task(**{**base, **kw})
 
 
@@ -177,7 +224,10 @@ def test_single_turn_prefill_and_output():
     ep = env.start(_task())
     assert ep.prefill == '{"tool": "' and all(ep.prefill not in m["content"] for m in ep.messages[-1:])
     n = len(ep.messages)
-    assert ep.step('calendar.create_event", "args": {"attendee": "Alex", "day": "Tuesday", "time": "14:00"}}') is None
+    assert (
+        ep.step('calendar.create_event", "args": {"attendee": "Alex", "day": "Tuesday", "time": "14:00"}}')
+        is None
+    )
     out = ep.output()
     assert ep.done and str(out) == CALL and out.text == CALL
     assert out.messages[n] == {"role": "assistant", "content": CALL}
@@ -202,7 +252,7 @@ def test_single_turn_bad_reply_and_unsafe():
 def test_single_turn_cancel_task_world_holds_the_event():
     cancel = next(t for t in builtin_tasks("train") if t.expected_tool == "calendar.cancel_event")
     ep = SingleTurnEnv().start(cancel)
-    ep.step("calendar.cancel_event\", \"args\": " + json.dumps(cancel.expected_args) + "}")
+    ep.step('calendar.cancel_event", "args": ' + json.dumps(cancel.expected_args) + "}")
     out = ep.output()
     assert out.executed and not out.unsafe
     bare = _task(expected_tool="calendar.cancel_event", expected_args={"attendee": "Sam", "day": "Friday"})
@@ -213,13 +263,14 @@ def test_single_turn_cancel_task_world_holds_the_event():
 
 # --- multi turn --------------------------------------------------------------------------------------------
 
+
 def _run(env, task, replies):
     ep = env.start(task)
     for r in replies:
         if ep.done:
             break
         assert r.startswith(ep.prefill)
-        ep.step(r[len(ep.prefill):])
+        ep.step(r[len(ep.prefill) :])
     return ep
 
 
@@ -233,7 +284,9 @@ def test_multi_turn_scripted_agent_reaches_expected_state():
     obs = ep.step('calendar.list_events", "args": {"day": "Monday"}}')
     assert obs["role"] == "tool"
     listed = json.loads(obs["content"])
-    assert listed["ok"] and listed["result"]["events"] == [{"attendee": "Sam", "day": "Monday", "time": "10:00"}]
+    assert listed["ok"] and listed["result"]["events"] == [
+        {"attendee": "Sam", "day": "Monday", "time": "10:00"}
+    ]
     ep.step('calendar.cancel_event", "args": {"attendee": "Sam", "day": "Monday"}}')
     ep.step('calendar.create_event", "args": {"attendee": "Sam", "day": "Wednesday", "time": "10:00"}}')
     assert not ep.done
@@ -247,8 +300,11 @@ def test_multi_turn_scripted_agent_reaches_expected_state():
 
 def test_multi_turn_endings_and_user_role():
     task = builtin_multi_turn_tasks()[0]
-    ep = _run(MultiTurnEnv(Harness(observation_role="user"), max_turns=2), task,
-              ['{"tool": "calendar.list_events", "args": {}}'] * 5)
+    ep = _run(
+        MultiTurnEnv(Harness(observation_role="user"), max_turns=2),
+        task,
+        ['{"tool": "calendar.list_events", "args": {}}'] * 5,
+    )
     assert ep.done and ep.end_reason == "max_turns" and ep.turns == 2
     assert ep.messages[-1]["role"] == "user" and ep.messages[-1]["content"].startswith("Tool result: ")
     ep = _run(MultiTurnEnv(Harness(prefill="")), task, ["I moved it for you."])
@@ -265,8 +321,11 @@ def test_builtin_multi_turn_tasks_are_consistent():
 
 
 def test_a_task_spec_under_a_builtin_name_without_its_arguments_is_a_tool_error_not_a_crash():
-    spec = {"name": "weather.get", "description": "weather", "parameters": {
-        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+    spec = {
+        "name": "weather.get",
+        "description": "weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    }
     world = World(tools=[spec])
     out = world.call(ToolCall("weather.get", {"city": "Paris"}))
     assert out["ok"] is False and "'day'" in out["error"] and world.errors == [out["error"]]

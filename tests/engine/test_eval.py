@@ -13,12 +13,20 @@ from workbench.eval import bootstrap_ci, paired_difference, solved_by_task, summ
 
 
 def flags(success: bool) -> dict[str, bool]:
-    return {"valid_json": True, "parsed": True, "correct_tool": success, "correct_args": success,
-            "success": success, "unsafe": False}
+    return {
+        "valid_json": True,
+        "parsed": True,
+        "correct_tool": success,
+        "correct_args": success,
+        "success": success,
+        "unsafe": False,
+    }
 
 
 def rollout(task_id: str) -> SimpleNamespace:
-    return SimpleNamespace(task=SimpleNamespace(id=task_id), latency_s=0.1, completion_tokens=10, truncated=False)
+    return SimpleNamespace(
+        task=SimpleNamespace(id=task_id), latency_s=0.1, completion_tokens=10, truncated=False
+    )
 
 
 def test_solved_is_per_task_and_the_ci_resamples_tasks() -> None:
@@ -55,12 +63,32 @@ def test_report_shows_paired_differences_to_base_and_sft(tmp_path, capsys) -> No
 
     def record(step: int, n_solved: int, kind: str | None) -> None:
         solved = {t: float(i < n_solved) for i, t in enumerate(tasks)}
-        ck = store.metrics.record_checkpoint(db, rid, step=step, kind=kind, path=str(tmp_path)) if kind else None
-        metrics = {"valid_json_rate": 1.0, "correct_tool_rate": 1.0, "correct_args_rate": 1.0, "unsafe_rate": 0.0,
-                   "success_rate": n_solved / 20, "success_ci_low": 0.0, "success_ci_high": 1.0, "mean_tokens": 9.0,
-                   "solved": solved}
-        store.metrics.record_eval(db, rid, step=step, tasks={"n": 20}, mode="greedy", metrics=metrics,
-                                  checkpoint_id=ck, is_baseline=kind is None)
+        ck = (
+            store.metrics.record_checkpoint(db, rid, step=step, kind=kind, path=str(tmp_path))
+            if kind
+            else None
+        )
+        metrics = {
+            "valid_json_rate": 1.0,
+            "correct_tool_rate": 1.0,
+            "correct_args_rate": 1.0,
+            "unsafe_rate": 0.0,
+            "success_rate": n_solved / 20,
+            "success_ci_low": 0.0,
+            "success_ci_high": 1.0,
+            "mean_tokens": 9.0,
+            "solved": solved,
+        }
+        store.metrics.record_eval(
+            db,
+            rid,
+            step=step,
+            tasks={"n": 20},
+            mode="greedy",
+            metrics=metrics,
+            checkpoint_id=ck,
+            is_baseline=kind is None,
+        )
 
     record(0, 0, None)
     record(0, 6, "sft")
@@ -84,12 +112,30 @@ def test_report_shows_test_beside_validation_with_skills_and_why_promoted(tmp_pa
 
     def record(step, n_solved, kind, split, twelve_hour):
         solved = {t: float(i < n_solved) for i, t in enumerate(tasks)}
-        ck = store.metrics.record_checkpoint(db, rid, step=step, kind=kind, path=str(tmp_path)) if kind else None
-        metrics = {"success_rate": n_solved / 20, "unsafe_rate": 0.0, "solved": solved,
-                   "by_skill": {"tool:calendar.create_event": {"n": 20, "success": n_solved / 20},
-                                "time_12h": {"n": 8, "success": twelve_hour}}}
-        store.metrics.record_eval(db, rid, step=step, tasks={"n": 20, "split": split}, mode="greedy",
-                                  metrics=metrics, checkpoint_id=ck, is_baseline=kind is None)
+        ck = (
+            store.metrics.record_checkpoint(db, rid, step=step, kind=kind, path=str(tmp_path))
+            if kind
+            else None
+        )
+        metrics = {
+            "success_rate": n_solved / 20,
+            "unsafe_rate": 0.0,
+            "solved": solved,
+            "by_skill": {
+                "tool:calendar.create_event": {"n": 20, "success": n_solved / 20},
+                "time_12h": {"n": 8, "success": twelve_hour},
+            },
+        }
+        store.metrics.record_eval(
+            db,
+            rid,
+            step=step,
+            tasks={"n": 20, "split": split},
+            mode="greedy",
+            metrics=metrics,
+            checkpoint_id=ck,
+            is_baseline=kind is None,
+        )
         return ck
 
     record(0, 2, None, "validation", 0.125)
@@ -101,11 +147,16 @@ def test_report_shows_test_beside_validation_with_skills_and_why_promoted(tmp_pa
     out = capsys.readouterr().out
     assert "validation (decides promotion)" in out and "test (reported only" in out
     assert "validation: success per skill" in out and "12-hour times" in out and "0.88" in out
-    assert out.splitlines()[-1].endswith("(periodic @ step 10, promoted on validation: vs base +80pp [+60, +95])")
+    assert out.splitlines()[-1].endswith(
+        "(periodic @ step 10, promoted on validation: vs base +80pp [+60, +95])"
+    )
     assert main(["report", "--db", str(tmp_path / "wb.db"), "--run", str(rid), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [(r["split"], r["label"]) for r in rows] == [("validation", "base"), ("validation", "periodic @ step 10"),
-                                                         ("test", "base")]
+    assert [(r["split"], r["label"]) for r in rows] == [
+        ("validation", "base"),
+        ("validation", "periodic @ step 10"),
+        ("test", "base"),
+    ]
 
 
 def test_no_call_accuracy_and_parallel_success_count_their_own_families(tmp_path, capsys) -> None:
@@ -118,16 +169,27 @@ def test_no_call_accuracy_and_parallel_success_count_their_own_families(tmp_path
     def call(name: str, **args: str) -> ToolCall:
         return ToolCall(name, dict(args))
 
-    pair = [{"name": "weather.get", "arguments": {"city": "Oslo"}}, {"name": "weather.get", "arguments": {"city": "Lima"}}]
+    pair = [
+        {"name": "weather.get", "arguments": {"city": "Oslo"}},
+        {"name": "weather.get", "arguments": {"city": "Lima"}},
+    ]
     cases = [  # (task, the policy's output)
         (task("none-a", None), Output("Happy to help, no tool needed.")),  # no call: right
         (task("none-b", None), Output("x", tool_calls=[call("email.send", to="bob")])),  # called: wrong
         (task("none-c", None), Output("I can't do that.", parse_error="no tool call")),  # no call: right
         (task("none-d", None), Output("Done.")),  # no call: right
-        (task("par-a", None, calls=pair), Output("x", tool_calls=[call("weather.get", city="Lima"),
-                                                               call("weather.get", city="Oslo")])),  # any order
-        (task("par-b", None, calls=pair), Output("x", tool_calls=[call("weather.get", city="Oslo")])),  # one of two
-        (task("one", "weather.get", {"city": "Oslo"}), Output("x", tool_calls=[call("weather.get", city="Oslo")])),
+        (
+            task("par-a", None, calls=pair),
+            Output("x", tool_calls=[call("weather.get", city="Lima"), call("weather.get", city="Oslo")]),
+        ),  # any order
+        (
+            task("par-b", None, calls=pair),
+            Output("x", tool_calls=[call("weather.get", city="Oslo")]),
+        ),  # one of two
+        (
+            task("one", "weather.get", {"city": "Oslo"}),
+            Output("x", tool_calls=[call("weather.get", city="Oslo")]),
+        ),
     ]
     rs = [SimpleNamespace(task=t, latency_s=0.1, completion_tokens=10, truncated=False) for t, _ in cases]
     fs = [classify(o, t) for t, o in cases]
@@ -144,12 +206,21 @@ def test_no_call_accuracy_and_parallel_success_count_their_own_families(tmp_path
     # `workbench report` shows them (and "-" where the split has none).
     db = store.open_db(tmp_path / "wb.db")
     rid = store.runs.create_run(db, name="r", model="m", config={})
-    store.metrics.record_eval(db, rid, step=0, tasks={"n": 7}, mode="greedy", is_baseline=True,
-                              metrics={k: v for k, v in m.items() if k != "by_skill"})
+    store.metrics.record_eval(
+        db,
+        rid,
+        step=0,
+        tasks={"n": 7},
+        mode="greedy",
+        is_baseline=True,
+        metrics={k: v for k, v in m.items() if k != "by_skill"},
+    )
     assert main(["report", "--db", str(tmp_path / "wb.db"), "--run", str(rid)]) == 0
     out = capsys.readouterr().out
     base = next(line for line in out.splitlines() if "│ base" in line)
-    assert [c.strip() for c in base.split("│")][7:9] == ["0.75", "0.50"], base  # the "no call", "parallel" cells
+    assert [c.strip() for c in base.split("│")][7:9] == ["0.75", "0.50"], (
+        base
+    )  # the "no call", "parallel" cells
     assert main(["report", "--db", str(tmp_path / "wb.db"), "--run", str(rid), "--json"]) == 0
     row = json.loads(capsys.readouterr().out)[0]
     assert row["no_call_accuracy"] == 0.75 and row["parallel_success"] == 0.5

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import store
-from tests.engine.test_trainer import tiny_cfg, verifier_path  # noqa: F401  (fixture)
+from tests.trainer_helpers import tiny_cfg
 from workbench.run.recorder import expected_parts, missing_parts, part_name
 from workbench.run.records import Eval
 from workbench.trainer import Hooks, Trainer
@@ -46,7 +46,8 @@ def by_checkpoint(db, run_id):
 
 
 def test_a_stop_inside_the_test_eval_records_nothing_of_that_checkpoint_and_resume_redoes_it(
-        tiny_model, tmp_path, verifier_path):  # noqa: F811
+    tiny_model, tmp_path, verifier_path
+):  # noqa: F811
     db = store.open_db(tmp_path / "wb.db")
     cfg = tiny_cfg(tiny_model, tmp_path, verifier_path, sft_steps=2, max_steps=2, eval_interval=2)
     hooks = StopInTestEval(nth=2)  # 1: the baseline's test eval; 2: the SFT checkpoint's
@@ -59,8 +60,9 @@ def test_a_stop_inside_the_test_eval_records_nothing_of_that_checkpoint_and_resu
     # The SFT checkpoint's validation eval was computed before the stop; none of it may be recorded.
     assert sft["id"] not in by_checkpoint(db, rid)
     assert not [e for e in store.runs.events_since(db, rid) if e["kind"] == "promotion"]
-    rows = db.execute("SELECT COUNT(*) FROM trajectories WHERE run_id = ? AND checkpoint_id = ?",
-                      [rid, sft["id"]]).fetchone()[0]
+    rows = db.execute(
+        "SELECT COUNT(*) FROM trajectories WHERE run_id = ? AND checkpoint_id = ?", [rid, sft["id"]]
+    ).fetchone()[0]
     assert rows == 0
     parts = expected_parts(sampled=False, test=True)
     assert by_checkpoint(db, rid) == {None: parts}  # the baseline, whole
@@ -75,7 +77,9 @@ def test_a_stop_inside_the_test_eval_records_nothing_of_that_checkpoint_and_resu
         assert sorted(got[key]) == sorted(parts), key
         own = [e for e in live_evals(db, rid) if (None if e.is_baseline else e.checkpoint_id) == key]
         assert missing_parts(db, own, parts) == []
-    decisions = [e["data"]["checkpoint_id"] for e in store.runs.events_since(db, rid) if e["kind"] == "promotion"]
+    decisions = [
+        e["data"]["checkpoint_id"] for e in store.runs.events_since(db, rid) if e["kind"] == "promotion"
+    ]
     assert decisions == [c["id"] for c in checkpoints]  # one decision per checkpoint
 
 
@@ -89,8 +93,15 @@ def test_a_part_written_eval_from_before_is_superseded_and_redone(tiny_model, tm
     rid = t.run_id
     (sft,) = store.metrics.list_checkpoints(db, rid)
     # What the old trainer left after a kill inside the eval: the validation metrics row, no rows, no test eval.
-    half = store.metrics.record_eval(db, rid, step=0, tasks={"source": cfg.held_out_eval, "n": 3}, mode="greedy",
-                                     metrics={"success_rate": 0.5}, checkpoint_id=sft["id"])
+    half = store.metrics.record_eval(
+        db,
+        rid,
+        step=0,
+        tasks={"source": cfg.held_out_eval, "n": 3},
+        mode="greedy",
+        metrics={"success_rate": 0.5},
+        checkpoint_id=sft["id"],
+    )
     resumed = Trainer(cfg, db, run_id=rid)
     resumed.resume()
     assert db.execute("SELECT superseded FROM evals WHERE id = ?", [half]).fetchone()[0] == 1
@@ -113,7 +124,10 @@ def test_a_run_that_starts_over_keeps_one_live_sft_only_eval(tiny_model, tmp_pat
     resumed = Trainer(cfg, db, run_id=rid)
     assert resumed.resume() is None
     resumed.run()
-    sft_only = [e for e in live_evals(db, rid)
-                if e.step == 0 and not e.is_baseline and part_name(e) == "held_out greedy"]
+    sft_only = [
+        e
+        for e in live_evals(db, rid)
+        if e.step == 0 and not e.is_baseline and part_name(e) == "held_out greedy"
+    ]
     assert len(sft_only) == 1
     assert [e.is_baseline for e in live_evals(db, rid) if part_name(e) == "held_out greedy"].count(True) == 1

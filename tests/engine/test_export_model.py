@@ -37,21 +37,35 @@ NO_VLLM = "vllm is not installed here: `make test-vllm` runs this in a venv with
 
 # Not the built-in world's weather.get (whose simulation also wants a day): a tool the world does not simulate
 # answers "done (simulated)", which is all a serving test needs.
-TOOLS = [{"type": "function", "function": {
-    "name": "get_weather", "description": "The current weather in a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "The current weather in a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        },
+    }
+]
 CALL = {"name": "get_weather", "arguments": {"city": "Paris"}}
 MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 
 def _run_with_checkpoints(db, model_dir: Path, policy: Policy, tmp: Path, **cfg) -> int:
     """A run in the store with checkpoints at steps 0 (sft) and 2 (periodic, promoted), as the trainer writes them."""
-    config = config_from_dict({"model": str(model_dir), "lora": {"r": 4, "alpha": 8, "target_modules": "all-linear"},
-                               **cfg}).to_dict()
+    config = config_from_dict(
+        {"model": str(model_dir), "lora": {"r": 4, "alpha": 8, "target_modules": "all-linear"}, **cfg}
+    ).to_dict()
     run = store.runs.create_run(db, name="r", model=str(model_dir), config=config)
     opt = torch.optim.AdamW(policy.trainable_parameters())
     for step, kind in ((0, "sft"), (2, "periodic")):
-        path = ckpt.save(tmp / f"step-{step}", policy=policy, optimizer=opt, scheduler=None, state={"step": step})
+        path = ckpt.save(
+            tmp / f"step-{step}", policy=policy, optimizer=opt, scheduler=None, state={"step": step}
+        )
         cid = store.metrics.record_checkpoint(db, run, step=step, kind=kind, path=str(path))
         perturb_lora(policy, scale=0.3, seed=step + 1)  # the next checkpoint differs
     store.metrics.promote_checkpoint(db, cid)
@@ -61,7 +75,9 @@ def _run_with_checkpoints(db, model_dir: Path, policy: Policy, tmp: Path, **cfg)
 @pytest.fixture
 def exported(tiny_model: Path, tmp_path: Path):
     db = store.open_db(tmp_path / "wb.db")
-    policy = load_policy(tiny_model, adapter="lora", lora_r=4, lora_alpha=8, seed=0, target_modules="all-linear")
+    policy = load_policy(
+        tiny_model, adapter="lora", lora_r=4, lora_alpha=8, seed=0, target_modules="all-linear"
+    )
     perturb_lora(policy, scale=0.3)
     run = _run_with_checkpoints(db, tiny_model, policy, tmp_path / "ck")
     return db, run, tmp_path
@@ -73,9 +89,17 @@ def test_merged_folder_is_the_policy(exported, tiny_model: Path) -> None:
     db, run, tmp = exported
     done = export_model(db, run, tmp / "out")  # the promoted checkpoint: step 2
     assert done.checkpoint.step == 2 and done.adapter is not None
-    assert (done.adapter / "adapter_config.json").is_file() and not (done.merged / "adapter_config.json").exists()
-    policy = load_policy(tiny_model, adapter="lora", lora_r=4, lora_alpha=8, target_modules="all-linear",
-                         adapter_path=Path(done.checkpoint.path) / "adapter")
+    assert (done.adapter / "adapter_config.json").is_file() and not (
+        done.merged / "adapter_config.json"
+    ).exists()
+    policy = load_policy(
+        tiny_model,
+        adapter="lora",
+        lora_r=4,
+        lora_alpha=8,
+        target_modules="all-linear",
+        adapter_path=Path(done.checkpoint.path) / "adapter",
+    )
     merged = AutoModelForCausalLM.from_pretrained(done.merged).eval()
     ids = torch.tensor([policy.tokenizer.encode("Schedule a meeting with Bob tomorrow at 2 PM")])
     with torch.no_grad():
@@ -110,7 +134,7 @@ def test_harness_and_readme_ask_the_model_the_way_training_did(exported, monkeyp
 
     assert "calendar.create_event(" in h["system_prompt"] and len(h["tools"]) == len(BUILTIN_TOOLS)
     readme = (tmp / "out" / "README.md").read_text()
-    assert "{\"tool\": \"<tool name>\", \"args\"" in readme and "No vLLM" in readme
+    assert '{"tool": "<tool name>", "args"' in readme and "No vLLM" in readme
     (code,) = re.findall(r"```python\n(.*?)```", readme, re.S)
     monkeypatch.chdir(tmp / "out")
     scope: dict = {}
@@ -145,16 +169,35 @@ def test_checkpoint_choice_and_errors(exported) -> None:
 
 def test_cli_prints_the_serve_line(exported, capsys) -> None:
     db, run, tmp = exported
-    assert main(["export-model", "--db", str(tmp / "wb.db"), "--run", str(run), "--checkpoint", "latest",
-                 "--out", str(tmp / "o")]) == 0
+    assert (
+        main(
+            [
+                "export-model",
+                "--db",
+                str(tmp / "wb.db"),
+                "--run",
+                str(run),
+                "--checkpoint",
+                "latest",
+                "--out",
+                str(tmp / "o"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert f"vllm serve {tmp / 'o' / 'merged'}" in out and "adapter in" in out
 
 
 # ---- a model that emits Hermes tool calls, served by vLLM --------------------------------------------
 
-PARIS = {"id": "paris", "prompt": MESSAGES[0]["content"], "expected_tool": CALL["name"],
-         "expected_args": CALL["arguments"], "tools": TOOLS}
+PARIS = {
+    "id": "paris",
+    "prompt": MESSAGES[0]["content"],
+    "expected_tool": CALL["name"],
+    "expected_args": CALL["arguments"],
+    "tools": TOOLS,
+}
 
 
 @pytest.fixture(scope="module")
@@ -169,13 +212,30 @@ def hermes_export(tmp_path_factory: pytest.TempPathFactory):
     model_dir = hermes_model_dir(tmp)
     tasks = tmp / "tasks.jsonl"
     tasks.write_text(json.dumps(PARIS) + "\n")
-    cfg = config_from_dict({
-        "model": str(model_dir), "adapter": "full", "tool_format": "native", "env": "single_turn",
-        "tasks": str(tasks), "held_out_eval": str(tasks), "test_tasks": "none", "reward": "tool_call_verifier",
-        "sft_steps": 30, "sft_learning_rate": 3e-3, "sft_batch_size": 1, "max_steps": 2, "learning_rate": 1e-6,
-        "beta": 0.0, "num_generations_per_prompt": 2, "prompts_per_step": 1, "max_completion_length": 40,
-        "eval_interval": 2, "output_dir": str(tmp / "runs"), "seed": 0,
-    })
+    cfg = config_from_dict(
+        {
+            "model": str(model_dir),
+            "adapter": "full",
+            "tool_format": "native",
+            "env": "single_turn",
+            "tasks": str(tasks),
+            "held_out_eval": str(tasks),
+            "test_tasks": "none",
+            "reward": "tool_call_verifier",
+            "sft_steps": 30,
+            "sft_learning_rate": 3e-3,
+            "sft_batch_size": 1,
+            "max_steps": 2,
+            "learning_rate": 1e-6,
+            "beta": 0.0,
+            "num_generations_per_prompt": 2,
+            "prompts_per_step": 1,
+            "max_completion_length": 40,
+            "eval_interval": 2,
+            "output_dir": str(tmp / "runs"),
+            "seed": 0,
+        }
+    )
     db = store.open_db(tmp / "wb.db")
     trainer = Trainer(cfg, db)
     trainer.run()
@@ -195,8 +255,9 @@ def test_merged_hermes_model_emits_the_call(hermes_export) -> None:
     tok = AutoTokenizer.from_pretrained(hermes_export.merged)
     assert tok.chat_template == QWEN25_TEMPLATE
     model = AutoModelForCausalLM.from_pretrained(hermes_export.merged).eval()
-    ids = tok.apply_chat_template(MESSAGES, tools=TOOLS, add_generation_prompt=True, return_tensors="pt",
-                                  return_dict=True)
+    ids = tok.apply_chat_template(
+        MESSAGES, tools=TOOLS, add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )
     out = model.generate(**ids, max_new_tokens=40, do_sample=False)
     text = tok.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
     assert text == f"<tool_call>\n{json.dumps(CALL)}\n</tool_call>"
@@ -208,13 +269,31 @@ def test_vllm_serves_structured_tool_calls(hermes_export) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(hermes_export.merged),
-           "--host", "127.0.0.1", "--port", str(port), "--enable-auto-tool-choice", "--tool-call-parser",
-           hermes_export.tool_parser, "--enforce-eager", "--dtype", "float32", "--max-model-len", "2048",
-           "--seed", "0"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(hermes_export.merged),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        hermes_export.tool_parser,
+        "--enforce-eager",
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "2048",
+        "--seed",
+        "0",
+    ]
     log = open(Path(tempfile.gettempdir()) / f"wb-vllm-tools-{port}.log", "w")  # noqa: SIM115 (lives with the server)
-    proc = subprocess.Popen(cmd, env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}, stdout=log,
-                            stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        cmd, env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}, stdout=log, stderr=subprocess.STDOUT
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 400
@@ -226,10 +305,16 @@ def test_vllm_serves_structured_tool_calls(hermes_export) -> None:
                 break
             except OSError:
                 time.sleep(2)
-        body = {"model": str(hermes_export.merged), "messages": MESSAGES, "tools": TOOLS, "temperature": 0,
-                "max_tokens": 40}
-        req = urllib.request.Request(url + "/v1/chat/completions", json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})
+        body = {
+            "model": str(hermes_export.merged),
+            "messages": MESSAGES,
+            "tools": TOOLS,
+            "temperature": 0,
+            "max_tokens": 40,
+        }
+        req = urllib.request.Request(
+            url + "/v1/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        )
         reply = json.loads(urllib.request.urlopen(req, timeout=120).read())
     finally:
         proc.terminate()
@@ -238,5 +323,7 @@ def test_vllm_serves_structured_tool_calls(hermes_export) -> None:
     choice = reply["choices"][0]
     (call,) = choice["message"]["tool_calls"]
     assert call["type"] == "function" and call["function"]["name"] == CALL["name"]
-    assert json.loads(call["function"]["arguments"]) == CALL["arguments"]  # vLLM's API: arguments as JSON text
+    assert (
+        json.loads(call["function"]["arguments"]) == CALL["arguments"]
+    )  # vLLM's API: arguments as JSON text
     assert choice["finish_reason"] == "tool_calls"

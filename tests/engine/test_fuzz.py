@@ -40,8 +40,13 @@ from workbench.verifiers.judge import parse_judge_score
 
 def fuzz(n: int) -> settings:
     """Reproducible (CI sees the same examples every run), no per-example deadline, no example database."""
-    return settings(max_examples=n, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    return settings(
+        max_examples=n,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -51,31 +56,78 @@ def fuzz_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 # --- values --------------------------------------------------------------------------------------------------
 
+
 def json_values(floats: st.SearchStrategy) -> st.SearchStrategy:
-    scalars = st.none() | st.booleans() | st.integers() | st.integers(min_value=10**30) | floats | st.text(max_size=12)
-    return st.recursive(scalars, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
-                        max_leaves=10)
+    scalars = (
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.integers(min_value=10**30)
+        | floats
+        | st.text(max_size=12)
+    )
+    return st.recursive(
+        scalars,
+        lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
+        max_leaves=10,
+    )
 
 
 JSON = json_values(st.floats())  # NaN and the infinities too (json.dumps writes them as NaN, Infinity)
 FINITE_JSON = json_values(st.floats(allow_nan=False, allow_infinity=False))
 # JSON text Python's json.loads takes or chokes on in ways other than JSONDecodeError.
-RAW = st.sampled_from([
-    "NaN", "Infinity", "-Infinity", "1e999", "-0", "1" * 5000, "-" + "9" * 4301, "[" * 3000 + "]" * 3000,
-    '{"a":' * 3000 + "1" + "}" * 3000, '"\\ud800"', '"\\u0000"', '"' + "x" * 100_000 + '"', "[]", "{}", '""', "  ",
-])
+RAW = st.sampled_from(
+    [
+        "NaN",
+        "Infinity",
+        "-Infinity",
+        "1e999",
+        "-0",
+        "1" * 5000,
+        "-" + "9" * 4301,
+        "[" * 3000 + "]" * 3000,
+        '{"a":' * 3000 + "1" + "}" * 3000,
+        '"\\ud800"',
+        '"\\u0000"',
+        '"' + "x" * 100_000 + '"',
+        "[]",
+        "{}",
+        '""',
+        "  ",
+    ]
+)
 DEEP = "[" * 100_000  # past the recursion limit in every decoder
 
 
 # --- tasks ---------------------------------------------------------------------------------------------------
 
-GOOD = {"prompt": "Book Sam on Monday at 14:00", "expected_tool": "calendar.create_event",
-        "expected_args": {"attendee": "Sam", "day": "Monday", "time": "14:00"}}
-CUSTOM = {"prompt": "Buy milk", "expected_tool": "shop.buy", "expected_args": {"item": "milk"}, "id": "c1",
-          "split": "held_out", "dataset": "shop",
-          "tools": [{"type": "function", "function": {"name": "shop.buy", "description": "Buy one item.", "parameters": {
-              "type": "object", "properties": {"item": {"type": "string", "description": "what"}},
-              "required": ["item"]}}}]}
+GOOD = {
+    "prompt": "Book Sam on Monday at 14:00",
+    "expected_tool": "calendar.create_event",
+    "expected_args": {"attendee": "Sam", "day": "Monday", "time": "14:00"},
+}
+CUSTOM = {
+    "prompt": "Buy milk",
+    "expected_tool": "shop.buy",
+    "expected_args": {"item": "milk"},
+    "id": "c1",
+    "split": "held_out",
+    "dataset": "shop",
+    "tools": [
+        {
+            "type": "function",
+            "function": {
+                "name": "shop.buy",
+                "description": "Buy one item.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"item": {"type": "string", "description": "what"}},
+                    "required": ["item"],
+                },
+            },
+        }
+    ],
+}
 MULTI = {**GOOD, "initial_state": {"events": []}, "expected_state": {"events": [{"attendee": "Sam"}]}}
 LINE_PROBLEMS = ("not UTF-8", "bad JSON", "line is a JSON")  # the reasons of a line with no field ("-")
 
@@ -89,7 +141,9 @@ def check_task_error(err: TaskFileError, path: Path, nlines: int) -> None:
         if field == "-":
             assert n == 0 or reason.startswith(LINE_PROBLEMS), reason
         else:
-            assert (field.split("[")[0].split(".")[0] in TASK_FIELDS or reason.startswith("unknown field")), field
+            assert field.split("[")[0].split(".")[0] in TASK_FIELDS or reason.startswith("unknown field"), (
+                field
+            )
     for p, n, field, reason in err.errors[:20]:
         assert (f"{p}:{n}: {field}: {reason}" if n else f"{p}: {field}: {reason}") in text
 
@@ -137,9 +191,13 @@ def test_tasks_arbitrary_bytes(fuzz_dir, data):
 
 
 @fuzz(100)
-@given(lines=st.lists(st.text(alphabet=st.characters(blacklist_characters="\n", blacklist_categories=("Cs",)),
-                              max_size=60), max_size=6),
-       crlf=st.booleans())
+@given(
+    lines=st.lists(
+        st.text(alphabet=st.characters(blacklist_characters="\n", blacklist_categories=("Cs",)), max_size=60),
+        max_size=6,
+    ),
+    crlf=st.booleans(),
+)
 def test_tasks_arbitrary_text_lines(fuzz_dir, lines, crlf):
     path = fuzz_dir / "text.jsonl"
     path.write_bytes(("\r\n" if crlf else "\n").join(lines).encode("utf-8"))
@@ -148,10 +206,14 @@ def test_tasks_arbitrary_text_lines(fuzz_dir, lines, crlf):
 
 @fuzz(150)
 @given(values=st.lists(JSON | RAW.map(lambda r: ("raw", r)), min_size=1, max_size=4))
-@example(values=[{"": None, "a\nb: c": 1}])  # unknown keys printed bare: "path:1: : unknown field", a broken line
+@example(
+    values=[{"": None, "a\nb: c": 1}]
+)  # unknown keys printed bare: "path:1: : unknown field", a broken line
 def test_tasks_arbitrary_json_value_per_line(fuzz_dir, values):
     path = fuzz_dir / "values.jsonl"
-    path.write_text("\n".join(v[1] if isinstance(v, tuple) else json.dumps(v) for v in values), encoding="utf-8")
+    path.write_text(
+        "\n".join(v[1] if isinstance(v, tuple) else json.dumps(v) for v in values), encoding="utf-8"
+    )
     assert load_both(path, len(values)) in (None, [])  # no value of these is a task
 
 
@@ -195,14 +257,34 @@ def near_valid_task(draw: st.DrawFn) -> tuple[str, tuple, str]:
 
 @fuzz(300)
 @given(case=near_valid_task())
-@example(case=(json.dumps({**CUSTOM, "tools": [{"name": "shop.buy", "parameters": {"required": 5}}]}),
-               ("tools", 0, "parameters", "required"), "value"))  # was TypeError: 'int' object is not iterable
-@example(case=(json.dumps({**CUSTOM, "tools": [{"name": "shop.buy", "parameters": {"required": [["item"]]}}]}),
-               ("tools", 0, "parameters", "required"), "value"))  # was TypeError: unhashable type: 'list'
-@example(case=(json.dumps({**CUSTOM, "tools": [{"name": "shop.buy", "description": None}]}),
-               ("tools", 0, "description"), "value"))  # loaded, then crashed the harness (None.strip())
-@example(case=(json.dumps({**CUSTOM, "tools": [{"name": "shop.buy", "parameters": {"properties": [1]}}]}),
-               ("tools", 0, "parameters", "properties"), "value"))  # loaded, then crashed the harness
+@example(
+    case=(
+        json.dumps({**CUSTOM, "tools": [{"name": "shop.buy", "parameters": {"required": 5}}]}),
+        ("tools", 0, "parameters", "required"),
+        "value",
+    )
+)  # was TypeError: 'int' object is not iterable
+@example(
+    case=(
+        json.dumps({**CUSTOM, "tools": [{"name": "shop.buy", "parameters": {"required": [["item"]]}}]}),
+        ("tools", 0, "parameters", "required"),
+        "value",
+    )
+)  # was TypeError: unhashable type: 'list'
+@example(
+    case=(
+        json.dumps({**CUSTOM, "tools": [{"name": "shop.buy", "description": None}]}),
+        ("tools", 0, "description"),
+        "value",
+    )
+)  # loaded, then crashed the harness (None.strip())
+@example(
+    case=(
+        json.dumps({**CUSTOM, "tools": [{"name": "shop.buy", "parameters": {"properties": [1]}}]}),
+        ("tools", 0, "parameters", "properties"),
+        "value",
+    )
+)  # loaded, then crashed the harness
 @example(case=(json.dumps(GOOD).replace('"Sam"', "1" * 5000, 1), ("prompt",), "raw"))
 @example(case=(json.dumps({**GOOD, "-": GOOD["prompt"]}), ("prompt",), "rename"))  # read as "-", no field
 def test_tasks_near_valid_line_names_the_field(fuzz_dir, case):
@@ -215,9 +297,13 @@ def test_tasks_near_valid_line_names_the_field(fuzz_dir, case):
         check_task_error(err, path, 2)
         assert {n for _, n, _, _ in err.errors} == {1}
         # the fields named, unknown ones (a renamed key, say) aside
-        named = {f.split("[")[0].split(".")[0] for _, _, f, r in err.errors if not r.startswith("unknown field")}
+        named = {
+            f.split("[")[0].split(".")[0] for _, _, f, r in err.errors if not r.startswith("unknown field")
+        }
         top = changed[0]
-        related = {"expected_tool": {"expected_args"}, "tools": {"expected_tool", "expected_args"}}.get(top, set())
+        related = {"expected_tool": {"expected_args"}, "tools": {"expected_tool", "expected_args"}}.get(
+            top, set()
+        )
         if how == "raw" and "-" in named:
             assert len(err.errors) == 1  # not JSON that Python reads: nothing more can be said of the line
         else:
@@ -244,8 +330,11 @@ LINE_KINDS = {  # kind -> (bytes, is it a problem line)
 
 
 @fuzz(120)
-@given(kinds=st.lists(st.sampled_from(sorted(LINE_KINDS)), min_size=1, max_size=8),
-       crlf=st.lists(st.booleans(), min_size=8, max_size=8), bom=st.booleans())
+@given(
+    kinds=st.lists(st.sampled_from(sorted(LINE_KINDS)), min_size=1, max_size=8),
+    crlf=st.lists(st.booleans(), min_size=8, max_size=8),
+    bom=st.booleans(),
+)
 def test_tasks_line_numbers_are_exact(fuzz_dir, kinds, crlf, bom):
     """Blank lines, CRLF, a BOM, very long lines: the lines reported are exactly the bad ones."""
     data = b"".join(LINE_KINDS[k][0] + (b"\r\n" if c else b"\n") for k, c in zip(kinds, crlf, strict=False))
@@ -275,7 +364,9 @@ NESTED = {"lora": LoraConfig, "harness": HarnessConfig}
 KEYS = sorted(f.name for f in dataclasses.fields(Config))
 ALL_KEYS = KEYS + [f"{k}.{f.name}" for k, cls in NESTED.items() for f in dataclasses.fields(cls)]
 MESSAGE = re.compile(r"^(?P<where>.+?)(?::(?P<line>\d+))?: (?P<rest>.*)$", re.DOTALL)
-KEY_IN_MESSAGE = re.compile(r"^(?:unknown key '(?P<unknown>[^']*)'|(?P<typed>[\w.]+) (?:must be|is too large))")
+KEY_IN_MESSAGE = re.compile(
+    r"^(?:unknown key '(?P<unknown>[^']*)'|(?P<typed>[\w.]+) (?:must be|is too large))"
+)
 
 
 def check_config(cfg: Config) -> None:
@@ -303,10 +394,19 @@ def check_config_error(err: ConfigError, where: str, text: str | None = None) ->
         if k and k["unknown"] is None:
             # a typed error points at its key's line
             assert k["typed"].split(".")[-1] in lines[n - 1], (msg, text)
-    whole_file = ("not valid YAML", "the top level must be", "not UTF-8", "no such config file", "cannot read")
+    whole_file = (
+        "not valid YAML",
+        "the top level must be",
+        "not UTF-8",
+        "no such config file",
+        "cannot read",
+    )
     assert "\n" not in rest, msg  # one line
-    assert rest.startswith(whole_file) or "unknown key" in rest or any(
-        re.search(rf"(?<![\w.]){re.escape(key)}(?![\w])", rest) for key in ALL_KEYS), msg
+    assert (
+        rest.startswith(whole_file)
+        or "unknown key" in rest
+        or any(re.search(rf"(?<![\w.]){re.escape(key)}(?![\w])", rest) for key in ALL_KEYS)
+    ), msg
     return m
 
 
@@ -318,16 +418,84 @@ def load_yaml(path: Path, text: str) -> None:
         check_config_error(err, str(path), text)
 
 
-PRINTABLE = st.characters(min_codepoint=0x20, max_codepoint=0x2FF, blacklist_categories=("Cc",))  # (st.text() has them)
-YAML_KEYS = st.sampled_from(KEYS + ["lora", "harness", "num_generation_per_prompt", "lr", "<<", "? a", "- a", "&k a",
-                                    "*k", "'q'", '"seed"', "1", "~", "true"]) | st.text(PRINTABLE, max_size=8)
-YAML_VALUES = st.sampled_from([
-    "1", "-3", "8.5", "0", "1e400", "-.inf", ".nan", "true", "yes", "~", "null", "''", '"x"', "grpo", "ppo", "lora",
-    "2001-02-30", "2001-12-14", "2001-12-14 21:59:43.10 -5", "0x1F", "0o17", "1_000", "!!int abc", "!!float x",
-    "!!bool maybe", "!!timestamp never", "!!binary ???", "!!set {a, b}", "!!omap [a]", "!!python/object:os.system x",
-    "&a [1, 2]", "*a", "*undefined", "&b {r: 4}", "*b", "[1, 2", "{r: 1}", "{r: {r: 1}}", "[a, b]", "'unterminated",
-    "|\n  block", ">", "- x", "@x", "`x", "%x", "1" * 5000, "1" * 400, "[" * 40, "{a: " * 40, "\t1", "a: b: c",
-]) | st.text(PRINTABLE, max_size=12)
+PRINTABLE = st.characters(
+    min_codepoint=0x20, max_codepoint=0x2FF, blacklist_categories=("Cc",)
+)  # (st.text() has them)
+YAML_KEYS = st.sampled_from(
+    KEYS
+    + [
+        "lora",
+        "harness",
+        "num_generation_per_prompt",
+        "lr",
+        "<<",
+        "? a",
+        "- a",
+        "&k a",
+        "*k",
+        "'q'",
+        '"seed"',
+        "1",
+        "~",
+        "true",
+    ]
+) | st.text(PRINTABLE, max_size=8)
+YAML_VALUES = st.sampled_from(
+    [
+        "1",
+        "-3",
+        "8.5",
+        "0",
+        "1e400",
+        "-.inf",
+        ".nan",
+        "true",
+        "yes",
+        "~",
+        "null",
+        "''",
+        '"x"',
+        "grpo",
+        "ppo",
+        "lora",
+        "2001-02-30",
+        "2001-12-14",
+        "2001-12-14 21:59:43.10 -5",
+        "0x1F",
+        "0o17",
+        "1_000",
+        "!!int abc",
+        "!!float x",
+        "!!bool maybe",
+        "!!timestamp never",
+        "!!binary ???",
+        "!!set {a, b}",
+        "!!omap [a]",
+        "!!python/object:os.system x",
+        "&a [1, 2]",
+        "*a",
+        "*undefined",
+        "&b {r: 4}",
+        "*b",
+        "[1, 2",
+        "{r: 1}",
+        "{r: {r: 1}}",
+        "[a, b]",
+        "'unterminated",
+        "|\n  block",
+        ">",
+        "- x",
+        "@x",
+        "`x",
+        "%x",
+        "1" * 5000,
+        "1" * 400,
+        "[" * 40,
+        "{a: " * 40,
+        "\t1",
+        "a: b: c",
+    ]
+) | st.text(PRINTABLE, max_size=12)
 
 
 @st.composite
@@ -358,7 +526,8 @@ def test_config_arbitrary_yaml_text(fuzz_dir, text):
 def test_config_billion_laughs_message_is_short(fuzz_dir):
     """9 levels of 9 aliases: small in memory, 9**9 items when printed; the message was its full repr."""
     levels = ["&a [x, x, x, x, x, x, x, x, x]"] + [
-        f"&{b} [{', '.join([f'*{a}'] * 9)}]" for a, b in zip("abcdefgh", "bcdefghi", strict=True)]
+        f"&{b} [{', '.join([f'*{a}'] * 9)}]" for a, b in zip("abcdefgh", "bcdefghi", strict=True)
+    ]
     path = fuzz_dir / "laughs.yaml"
     path.write_text("seed: 1\nmodel: [" + ", ".join(levels) + "]\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"laughs\.yaml:2: model must be str, got \[\[") as ei:
@@ -387,7 +556,9 @@ def config_data(draw: st.DrawFn) -> dict[str, Any]:
         if leaf and isinstance(data.get(head, {}), dict):
             data.setdefault(head, {})[leaf] = draw(CONFIG_VALUES)
         else:
-            data[key] = draw(CONFIG_VALUES | st.dictionaries(st.sampled_from(["r", "alpha", "x"]), JSON, max_size=2))
+            data[key] = draw(
+                CONFIG_VALUES | st.dictionaries(st.sampled_from(["r", "alpha", "x"]), JSON, max_size=2)
+            )
     return data
 
 
@@ -414,8 +585,11 @@ def test_config_from_dict_non_mapping(data):
 
 
 @fuzz(200)
-@given(key=st.sampled_from(ALL_KEYS), value=JSON | st.dictionaries(st.text(max_size=4), JSON, min_size=1, max_size=2),
-       how=st.sampled_from(["value", "rename"]))
+@given(
+    key=st.sampled_from(ALL_KEYS),
+    value=JSON | st.dictionaries(st.text(max_size=4), JSON, min_size=1, max_size=2),
+    how=st.sampled_from(["value", "rename"]),
+)
 def test_config_one_key_changed_names_that_key(fuzz_dir, key, value, how):
     """A valid stored config with one key changed: the error names that key, on its line."""
     data = Config().to_dict()
@@ -437,7 +611,9 @@ def test_config_one_key_changed_names_that_key(fuzz_dir, key, value, how):
         if how == "rename":
             assert m["line"] and f"unknown key '{key + 'x'}'" in m["rest"], str(err)
         else:
-            assert name in m["rest"] or re.match(r"\w+: ", m["rest"]), str(err)  # a cross-key rule names its key
+            assert name in m["rest"] or re.match(r"\w+: ", m["rest"]), str(
+                err
+            )  # a cross-key rule names its key
 
 
 # --- parsers -------------------------------------------------------------------------------------------------
@@ -458,15 +634,26 @@ def check_parse(text: str) -> None:
 
 
 PROSE = st.text(max_size=30)
-CALLISH = st.builds(lambda tool, args, key: json.dumps({key[0]: tool, key[1]: args}),
-                    JSON, JSON, st.sampled_from([("tool", "args"), ("name", "arguments"), ("tool", "arguments")]))
+CALLISH = st.builds(
+    lambda tool, args, key: json.dumps({key[0]: tool, key[1]: args}),
+    JSON,
+    JSON,
+    st.sampled_from([("tool", "args"), ("name", "arguments"), ("tool", "arguments")]),
+)
 
 
 @fuzz(300)
-@given(text=st.text(max_size=120)
-       | st.builds(lambda a, j, b, cut: a + j[:cut] + b, PROSE, CALLISH | JSON.map(json.dumps), PROSE,
-                   st.integers(0, 200))
-       | st.builds(lambda j: f"```json\n{j}\n```", CALLISH))
+@given(
+    text=st.text(max_size=120)
+    | st.builds(
+        lambda a, j, b, cut: a + j[:cut] + b,
+        PROSE,
+        CALLISH | JSON.map(json.dumps),
+        PROSE,
+        st.integers(0, 200),
+    )
+    | st.builds(lambda j: f"```json\n{j}\n```", CALLISH)
+)
 @example(text='{"tool": "a", "args": {"x": ' + "1" * 5000 + "}}")  # was ValueError (int digit limit)
 @example(text='{"tool": "a", "args": ' + DEEP)  # was RecursionError
 @example(text='{"tool": "a", "arguments": "' + DEEP + '"}')  # was RecursionError in to_tool_call
@@ -486,14 +673,29 @@ def test_parse_offset_is_in_the_reply():
     text = 'Sure: {"tool": x}'
     assert parse_tool_call(text) == (None, f"invalid JSON: Expecting value at char {text.index('x')}")
     fenced = '  ```json\n{"tool": x}\n```'
-    assert parse_tool_call(fenced, strict=True) == (None, f"invalid JSON: Expecting value at char {fenced.index('x')}")
-    assert parse_tool_call('{"tool": "a", "args": ' + "[" * 5000 + "]" * 5000 + "}")[1] == "invalid JSON: nested too deeply"
-    assert parse_tool_call('{"tool": "a", "args": {"n": ' + "1" * 5000 + "}}")[1] == "invalid JSON: number too long"
+    assert parse_tool_call(fenced, strict=True) == (
+        None,
+        f"invalid JSON: Expecting value at char {fenced.index('x')}",
+    )
+    assert (
+        parse_tool_call('{"tool": "a", "args": ' + "[" * 5000 + "]" * 5000 + "}")[1]
+        == "invalid JSON: nested too deeply"
+    )
+    assert (
+        parse_tool_call('{"tool": "a", "args": {"n": ' + "1" * 5000 + "}}")[1]
+        == "invalid JSON: number too long"
+    )
 
 
 @fuzz(200)
-@given(value=JSON | st.dictionaries(st.sampled_from(["tool", "name", "args", "arguments", "function", "id"]),
-                                    JSON | JSON.map(json.dumps) | RAW, max_size=4))
+@given(
+    value=JSON
+    | st.dictionaries(
+        st.sampled_from(["tool", "name", "args", "arguments", "function", "id"]),
+        JSON | JSON.map(json.dumps) | RAW,
+        max_size=4,
+    )
+)
 @example(value={"arguments": DEEP})  # was RecursionError
 @example(value={"function": {"name": "a", "arguments": "1" * 5000}})
 def test_tool_call_from_dict_and_to_tool_call_never_raise(value):
@@ -504,8 +706,11 @@ def test_tool_call_from_dict_and_to_tool_call_never_raise(value):
 
 
 @fuzz(100)
-@given(name=st.text(max_size=12), args=st.dictionaries(st.text(max_size=8), FINITE_JSON, max_size=4),
-       call_id=st.none() | st.text(max_size=8))
+@given(
+    name=st.text(max_size=12),
+    args=st.dictionaries(st.text(max_size=8), FINITE_JSON, max_size=4),
+    call_id=st.none() | st.text(max_size=8),
+)
 def test_tool_call_round_trips(name, args, call_id):
     call = ToolCall(name, args, call_id)
     assert ToolCall.from_dict(json.loads(json.dumps(call.to_dict()))) == call

@@ -66,8 +66,9 @@ def test_token_logprobs_matches_log_softmax():
     assert lp[1, 2] == 0 and ent[1, 2] == 0
     assert not ent.requires_grad
     greedy, _ = token_logprobs([logits[r] for r in range(5)], ids, mask, 0.0)  # temperature 0 scores at 1
-    assert torch.allclose(greedy, torch.log_softmax(logits, -1).gather(-1, ids.unsqueeze(-1)).squeeze(-1) * mask,
-                          atol=1e-5)
+    assert torch.allclose(
+        greedy, torch.log_softmax(logits, -1).gather(-1, ids.unsqueeze(-1)).squeeze(-1) * mask, atol=1e-5
+    )
 
 
 def test_token_logprobs_gradient_and_bf16():
@@ -93,8 +94,12 @@ def test_sequence_logprobs_picks_the_pass(tiny_policy):
     comps = [[3, 4], [9]]
     with torch.no_grad():
         shared = [HARNESS + [60], HARNESS + [70, 71]]
-        assert torch.equal(sequence_logprobs(model, shared, comps)[0], shared_prefix_logprobs(model, shared, comps)[0])
+        assert torch.equal(
+            sequence_logprobs(model, shared, comps)[0], shared_prefix_logprobs(model, shared, comps)[0]
+        )
         disjoint = [[5, 6], [7]]
-        assert torch.equal(sequence_logprobs(model, disjoint, comps)[0], completion_logprobs(model, disjoint, comps)[0])
+        assert torch.equal(
+            sequence_logprobs(model, disjoint, comps)[0], completion_logprobs(model, disjoint, comps)[0]
+        )
         with pytest.raises(ValueError):
             shared_prefix_logprobs(model, disjoint, comps)

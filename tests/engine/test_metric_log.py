@@ -20,12 +20,27 @@ def scalars(log_dir) -> dict[str, list[tuple[int, float]]]:
 
 def test_step_metrics_are_written_as_scalars(tmp_path):
     cfg = config_from_dict({"log_to": "tensorboard"})
-    metric_log.log_step(cfg, tmp_path, 1, {"reward": 0.25, "parts/args": -0.5, "verifier_id": 3, "note": "text",
-                                           "loss": float("nan"), "update_skipped": True})
+    metric_log.log_step(
+        cfg,
+        tmp_path,
+        1,
+        {
+            "reward": 0.25,
+            "parts/args": -0.5,
+            "verifier_id": 3,
+            "note": "text",
+            "loss": float("nan"),
+            "update_skipped": True,
+        },
+    )
     metric_log.log_step(cfg, tmp_path, 2, {"reward": 0.75, "parts/args": 0.5})
     metric_log.close(tmp_path)
     got = scalars(metric_log.tensorboard_dir(tmp_path))
-    assert got == {"reward": [(1, 0.25), (2, 0.75)], "parts/args": [(1, -0.5), (2, 0.5)], "verifier_id": [(1, 3.0)]}
+    assert got == {
+        "reward": [(1, 0.25), (2, 0.75)],
+        "parts/args": [(1, -0.5), (2, 0.5)],
+        "verifier_id": [(1, 3.0)],
+    }
 
 
 def test_off_by_default_writes_nothing(tmp_path):
@@ -37,7 +52,9 @@ def test_a_missing_package_is_a_clear_error_at_check_time(monkeypatch):
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorboard" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "tensorboard" else real(name, *a)
+    )
     with pytest.raises(metric_log.MetricLogUnavailable, match="pip install tensorboard"):
         metric_log.check_log_to(config_from_dict({"log_to": "tensorboard"}))
     metric_log.check_log_to(config_from_dict({}))  # off: nothing to check

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import store
-from tests.engine.test_trainer import LENGTH_VERIFIER, tiny_cfg
+from tests.trainer_helpers import LENGTH_VERIFIER, tiny_cfg
 from workbench.config import Config, ConfigError, config_from_dict
 from workbench.learn.logprobs import completion_logprobs, sequence_logprobs
 from workbench.lora_targets import detect_target_modules, linear_layers
@@ -40,17 +40,32 @@ def nemotron_h(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tok = build_tiny_tokenizer()
     ids = {t: tok.convert_tokens_to_ids(t) for t in ("<|im_start|>", "<|im_end|>")}
     cfg = NemotronHConfig(
-        vocab_size=len(tok), hidden_size=64, layers_block_type=["linear_attention", "mlp", "full_attention", "mlp"],
-        num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=128, mamba_num_heads=4,
-        mamba_head_dim=16, ssm_state_size=16, n_groups=2, conv_kernel=4, chunk_size=32, max_position_embeddings=4096,
-        tie_word_embeddings=False, initializer_range=0.2, bos_token_id=ids["<|im_start|>"],
-        eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|im_end|>"],
+        vocab_size=len(tok),
+        hidden_size=64,
+        layers_block_type=["linear_attention", "mlp", "full_attention", "mlp"],
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        intermediate_size=128,
+        mamba_num_heads=4,
+        mamba_head_dim=16,
+        ssm_state_size=16,
+        n_groups=2,
+        conv_kernel=4,
+        chunk_size=32,
+        max_position_embeddings=4096,
+        tie_word_embeddings=False,
+        initializer_range=0.2,
+        bos_token_id=ids["<|im_start|>"],
+        eos_token_id=ids["<|im_end|>"],
+        pad_token_id=ids["<|im_end|>"],
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         model = NemotronHForCausalLM(cfg).eval()
-    model.generation_config = GenerationConfig(bos_token_id=cfg.bos_token_id, eos_token_id=cfg.eos_token_id,
-                                               pad_token_id=cfg.pad_token_id)
+    model.generation_config = GenerationConfig(
+        bos_token_id=cfg.bos_token_id, eos_token_id=cfg.eos_token_id, pad_token_id=cfg.pad_token_id
+    )
     model.save_pretrained(out)
     tok.save_pretrained(out)
     return out
@@ -60,8 +75,15 @@ def nemotron_h(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_all_linear_on_a_llama_is_every_projection_but_the_head(tiny_policy) -> None:
-    assert detect_target_modules(tiny_policy.model) == ["down_proj", "gate_proj", "k_proj", "o_proj", "q_proj",
-                                                        "up_proj", "v_proj"]
+    assert detect_target_modules(tiny_policy.model) == [
+        "down_proj",
+        "gate_proj",
+        "k_proj",
+        "o_proj",
+        "q_proj",
+        "up_proj",
+        "v_proj",
+    ]
     _, skipped = linear_layers(tiny_policy.model)
     assert [n.rpartition(".")[2] for n in skipped] == ["lm_head"]
 
@@ -80,13 +102,26 @@ def test_config_takes_all_linear_or_a_list() -> None:
 
 @needs_nemotron_h
 def test_all_linear_on_nemotron_h_leaves_the_mamba_out_proj_and_the_head(nemotron_h: Path) -> None:
-    policy = load_policy(nemotron_h, adapter="lora", lora_r=4, lora_alpha=8, seed=0, target_modules="all-linear")
-    wrapped = sorted({n.split(".lora_A")[0].split("base_model.model.")[1] for n, _ in policy.model.named_parameters()
-                      if ".lora_A" in n})
+    policy = load_policy(
+        nemotron_h, adapter="lora", lora_r=4, lora_alpha=8, seed=0, target_modules="all-linear"
+    )
+    wrapped = sorted(
+        {
+            n.split(".lora_A")[0].split("base_model.model.")[1]
+            for n, _ in policy.model.named_parameters()
+            if ".lora_A" in n
+        }
+    )
     assert wrapped == [
-        "model.layers.0.mixer.in_proj", "model.layers.1.mixer.down_proj", "model.layers.1.mixer.up_proj",
-        "model.layers.2.mixer.k_proj", "model.layers.2.mixer.o_proj", "model.layers.2.mixer.q_proj",
-        "model.layers.2.mixer.v_proj", "model.layers.3.mixer.down_proj", "model.layers.3.mixer.up_proj",
+        "model.layers.0.mixer.in_proj",
+        "model.layers.1.mixer.down_proj",
+        "model.layers.1.mixer.up_proj",
+        "model.layers.2.mixer.k_proj",
+        "model.layers.2.mixer.o_proj",
+        "model.layers.2.mixer.q_proj",
+        "model.layers.2.mixer.v_proj",
+        "model.layers.3.mixer.down_proj",
+        "model.layers.3.mixer.up_proj",
     ]
     saved = policy.save_adapter(nemotron_h.parent / "adapter")
     assert "out_proj" not in json.loads((saved / "adapter_config.json").read_text())["target_modules"]
@@ -115,8 +150,13 @@ def _prompts(tok) -> list[list[int]]:
 def _sampled_vs_trainer(policy, groups, temperature: float) -> float:
     rows = [c for g in groups for c in g]
     with torch.no_grad():
-        lp, mask = completion_logprobs(policy.model, [c.prompt_token_ids for c in rows], [c.token_ids for c in rows],
-                                       temperature, pad_token_id=policy.tokenizer.pad_token_id)
+        lp, mask = completion_logprobs(
+            policy.model,
+            [c.prompt_token_ids for c in rows],
+            [c.token_ids for c in rows],
+            temperature,
+            pad_token_id=policy.tokenizer.pad_token_id,
+        )
     mine = torch.zeros_like(lp)
     for i, c in enumerate(rows):
         assert len(c.logprobs) == len(c.token_ids)
@@ -130,8 +170,9 @@ def test_generate_logprobs_are_the_trainers(tiny_policy, temperature: float, top
 
     perturb_lora(tiny_policy, scale=0.3)
     engine = HFGenerateEngine(tiny_policy)
-    groups = engine.generate(_prompts(tiny_policy.tokenizer), 3, max_new_tokens=10, temperature=temperature,
-                             top_p=top_p, seed=1)
+    groups = engine.generate(
+        _prompts(tiny_policy.tokenizer), 3, max_new_tokens=10, temperature=temperature, top_p=top_p, seed=1
+    )
     assert [len(g) for g in groups] == [3, 3]
     assert _sampled_vs_trainer(tiny_policy, groups, temperature) < 1e-4
     if temperature == 0:  # greedy: a group's members are one reply
@@ -144,9 +185,14 @@ def test_generate_is_seeded_stops_and_flags_truncation(tiny_policy) -> None:
     a = engine.generate(ps, 4, max_new_tokens=6, temperature=1.0, seed=5)
     b = engine.generate(ps, 4, max_new_tokens=6, temperature=1.0, seed=5)
     assert [c.token_ids for g in a for c in g] == [c.token_ids for g in b for c in g]
-    assert all(c.truncated and len(c.token_ids) == 6 and c.prompt_token_ids == p for g, p in zip(a, ps, strict=True)
-               for c in g)
-    every = list(range(len(tiny_policy.tokenizer)))  # any first token is a stop token: kept, and the reply ends
+    assert all(
+        c.truncated and len(c.token_ids) == 6 and c.prompt_token_ids == p
+        for g, p in zip(a, ps, strict=True)
+        for c in g
+    )
+    every = list(
+        range(len(tiny_policy.tokenizer))
+    )  # any first token is a stop token: kept, and the reply ends
     (group,) = engine.generate(ps[:1], 2, max_new_tokens=6, temperature=1.0, stop_token_ids=every, seed=0)
     assert all(c.finish_reason == "stop" and len(c.token_ids) == 1 and c.latency_s > 0 for c in group)
 
@@ -155,8 +201,15 @@ def test_generate_calls_the_decode_safe_point(tiny_policy) -> None:
     from workbench.safe_points import DECODE_EVERY
 
     seen: list[int] = []
-    HFGenerateEngine(tiny_policy).generate(_prompts(tiny_policy.tokenizer)[:1], 2, max_new_tokens=2 * DECODE_EVERY + 1,
-                                           temperature=1.0, stop_token_ids=[], seed=0, on_tokens=seen.append)
+    HFGenerateEngine(tiny_policy).generate(
+        _prompts(tiny_policy.tokenizer)[:1],
+        2,
+        max_new_tokens=2 * DECODE_EVERY + 1,
+        temperature=1.0,
+        stop_token_ids=[],
+        seed=0,
+        on_tokens=seen.append,
+    )
     assert seen == [DECODE_EVERY, 2 * DECODE_EVERY]
 
 
@@ -165,7 +218,9 @@ def test_generate_calls_the_decode_safe_point(tiny_policy) -> None:
 
 @needs_nemotron_h
 def test_nemotron_h_rollouts_match_the_training_pass(nemotron_h: Path) -> None:
-    policy = load_policy(nemotron_h, adapter="lora", lora_r=4, lora_alpha=8, seed=0, target_modules="all-linear")
+    policy = load_policy(
+        nemotron_h, adapter="lora", lora_r=4, lora_alpha=8, seed=0, target_modules="all-linear"
+    )
     from workbench.testing import perturb_lora
 
     perturb_lora(policy, scale=0.3)
@@ -175,8 +230,13 @@ def test_nemotron_h_rollouts_match_the_training_pass(nemotron_h: Path) -> None:
     assert _sampled_vs_trainer(policy, groups, 1.0) < 1e-4
     rows = [c for g in groups for c in g]
     with torch.no_grad():  # what the update calls: the packed pass (a Mamba state cannot be shared per row)
-        lp, mask = sequence_logprobs(policy.model, [c.prompt_token_ids for c in rows], [c.token_ids for c in rows],
-                                     1.0, pad_token_id=policy.tokenizer.pad_token_id)
+        lp, mask = sequence_logprobs(
+            policy.model,
+            [c.prompt_token_ids for c in rows],
+            [c.token_ids for c in rows],
+            1.0,
+            pad_token_id=policy.tokenizer.pad_token_id,
+        )
     for i, c in enumerate(rows):
         assert torch.allclose(lp[i, : len(c.logprobs)], torch.tensor(c.logprobs), atol=1e-4)
 
@@ -185,8 +245,16 @@ def test_nemotron_h_rollouts_match_the_training_pass(nemotron_h: Path) -> None:
 def test_nemotron_h_trains_a_grpo_step(nemotron_h: Path, tmp_path: Path) -> None:
     verifier = tmp_path / "length_verifier.py"
     verifier.write_text(LENGTH_VERIFIER)
-    cfg = tiny_cfg(nemotron_h, tmp_path, str(verifier), max_steps=1, prompts_per_step=1, num_generations_per_prompt=4,
-                   lora={"r": 4, "alpha": 8, "target_modules": "all-linear"}, harness={"include_example": False})
+    cfg = tiny_cfg(
+        nemotron_h,
+        tmp_path,
+        str(verifier),
+        max_steps=1,
+        prompts_per_step=1,
+        num_generations_per_prompt=4,
+        lora={"r": 4, "alpha": 8, "target_modules": "all-linear"},
+        harness={"include_example": False},
+    )
     db = store.open_db(tmp_path / "wb.db")
     t = Trainer(cfg, db)
     assert isinstance(t.engine, HFGenerateEngine) and not t.is_correction
@@ -194,7 +262,11 @@ def test_nemotron_h_trains_a_grpo_step(nemotron_h: Path, tmp_path: Path) -> None
     metrics = t.train_step()
     assert metrics is not None and torch.isfinite(torch.tensor(metrics["loss"]))
     after = dict(t.policy.model.named_parameters())
-    changed = {n.split(".lora_")[0].rpartition(".")[2] for n, p in before.items() if not torch.equal(after[n], p)}
+    changed = {
+        n.split(".lora_")[0].rpartition(".")[2] for n, p in before.items() if not torch.equal(after[n], p)
+    }
     assert {"in_proj", "q_proj", "up_proj"} <= changed  # the Mamba, attention and MLP layers all trained
-    rows = store.trajectories.page_trajectories(db, store.trajectories.TrajectoryFilter(run_id=t.run_id), limit=10).rows
+    rows = store.trajectories.page_trajectories(
+        db, store.trajectories.TrajectoryFilter(run_id=t.run_id), limit=10
+    ).rows
     assert len(rows) == 4

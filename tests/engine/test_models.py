@@ -135,7 +135,9 @@ def test_reference_disables_the_adapter(tiny_model: Path, tiny_policy: Policy) -
     assert torch.equal(logits(tiny_policy.model), adapted)  # the adapter is back on
 
 
-def test_pinned_reference_is_the_adapter_at_pin_time(tiny_model: Path, tiny_policy: Policy, tmp_path: Path) -> None:
+def test_pinned_reference_is_the_adapter_at_pin_time(
+    tiny_model: Path, tiny_policy: Policy, tmp_path: Path
+) -> None:
     perturb_lora(tiny_policy, seed=2)  # as after the SFT warm-up
     pinned = logits(tiny_policy.model)
     tiny_policy.set_reference_to_current()

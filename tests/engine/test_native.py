@@ -45,17 +45,24 @@ def qwen_model(tmp_path_factory) -> Path:
 
 # ---- parsers and template detection ---------------------------------------------------------------------
 
+
 def test_hermes_parallel_calls_and_reasons():
-    text = ('Sure.\n<tool_call>\n{"name": "a.b", "arguments": {"x": 1}}\n</tool_call>\n'
-            '<tool_call>\n{"name": "c", "arguments": "{\\"y\\": 2}"}\n</tool_call>')
+    text = (
+        'Sure.\n<tool_call>\n{"name": "a.b", "arguments": {"x": 1}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "c", "arguments": "{\\"y\\": 2}"}\n</tool_call>'
+    )
     p = parse_reply(text, "hermes")
     assert p.error is None and p.content == "Sure."
     assert [(c.name, c.args) for c in p.calls] == [("a.b", {"x": 1}), ("c", {"y": 2})]
     assert parse_reply("just text", "hermes").error == NO_CALL
     assert parse_reply('<tool_call>\n{"name": "a", "arguments": {\n</tool_call>', "hermes").error.startswith(
-        "invalid JSON")
+        "invalid JSON"
+    )
     assert parse_reply('<tool_call>\n{"name": "a"}', "hermes").error == "<tool_call> not closed"
-    assert parse_reply('<tool_call>\n{"arguments": {}}\n</tool_call>', "hermes").error == "<tool_call>: a call has no string 'name'"
+    assert (
+        parse_reply('<tool_call>\n{"arguments": {}}\n</tool_call>', "hermes").error
+        == "<tool_call>: a call has no string 'name'"
+    )
 
 
 def test_llama_mistral_nemotron_parsers():
@@ -65,11 +72,18 @@ def test_llama_mistral_nemotron_parsers():
     # Llama 3.x templates cannot render two calls in one turn back: a parse error, not a crash later
     assert two.calls == [] and two.error == "2 calls in one turn: this format takes one"
     assert parse_reply("It is sunny.", "llama3_json").error == NO_CALL
-    assert parse_reply('{"name": "a", "parameters": {}} thanks', "llama3_json").error == "text after the JSON object"
+    assert (
+        parse_reply('{"name": "a", "parameters": {}} thanks', "llama3_json").error
+        == "text after the JSON object"
+    )
     m = parse_reply('[TOOL_CALLS][{"name": "a", "arguments": {"q": 1}, "id": "abcdefghi"}]', "mistral")
     assert m.calls == [ToolCall("a", {"q": 1}, "abcdefghi")]
-    assert parse_reply('[{"name": "a", "arguments": {}}]', "mistral").calls[0].name == "a"  # marker decoded away
-    n = parse_reply('<TOOLCALL>[{"name": "a", "arguments": {}}, {"name": "b", "arguments": {}}]</TOOLCALL>', "nemotron")
+    assert (
+        parse_reply('[{"name": "a", "arguments": {}}]', "mistral").calls[0].name == "a"
+    )  # marker decoded away
+    n = parse_reply(
+        '<TOOLCALL>[{"name": "a", "arguments": {}}, {"name": "b", "arguments": {}}]</TOOLCALL>', "nemotron"
+    )
     assert [c.name for c in n.calls] == ["a", "b"]
     assert parse_reply("<TOOLCALL>[{]</TOOLCALL>", "nemotron").error.startswith("invalid JSON")
 
@@ -82,22 +96,40 @@ def test_parser_is_read_from_the_template(qwen_tok, llama_tok):
     cfg = config_from_dict({"tool_format": "native"})
     with pytest.raises(TemplateError, match="tool_parser"):
         env_for_config(cfg, build_tiny_tokenizer(512))
-    named = env_for_config(config_from_dict({"tool_format": "native", "tool_parser": "mistral"}), build_tiny_tokenizer(512))
+    named = env_for_config(
+        config_from_dict({"tool_format": "native", "tool_parser": "mistral"}), build_tiny_tokenizer(512)
+    )
     assert isinstance(named, NativeEnv) and named.parser == "mistral"
 
 
 # ---- tasks -----------------------------------------------------------------------------------------------
 
+
 def test_tasks_openai_tools_messages_no_call_and_parallel(tmp_path):
     spec = openai_tool_spec(BUILTIN_TOOLS[4])
     lines = [
-        {"prompt": "Weather in Oslo Monday?", "expected_tool": "weather.get",
-         "expected_args": {"city": "Oslo", "day": "Monday"}, "tools": [spec]},
-        {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello!"},
-                      {"role": "user", "content": "Thanks, bye."}], "expected_tool": None, "expected_args": {}},
-        {"prompt": "Weather in Oslo and Lima on Monday?", "expected_calls": [
-            {"name": "weather.get", "arguments": {"city": "Oslo", "day": "Monday"}},
-            {"tool": "weather.get", "args": {"city": "Lima", "day": "Monday"}}]},
+        {
+            "prompt": "Weather in Oslo Monday?",
+            "expected_tool": "weather.get",
+            "expected_args": {"city": "Oslo", "day": "Monday"},
+            "tools": [spec],
+        },
+        {
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "Hello!"},
+                {"role": "user", "content": "Thanks, bye."},
+            ],
+            "expected_tool": None,
+            "expected_args": {},
+        },
+        {
+            "prompt": "Weather in Oslo and Lima on Monday?",
+            "expected_calls": [
+                {"name": "weather.get", "arguments": {"city": "Oslo", "day": "Monday"}},
+                {"tool": "weather.get", "args": {"city": "Lima", "day": "Monday"}},
+            ],
+        },
     ]
     path = tmp_path / "t.jsonl"
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
@@ -105,23 +137,40 @@ def test_tasks_openai_tools_messages_no_call_and_parallel(tmp_path):
     assert a.tools[0]["name"] == "weather.get" and openai_tool_spec(a.tools[0]) == spec
     assert b.expected_tool is None and b.prompt == "Thanks, bye." and b.messages[1]["content"] == "Hello!"
     assert [x["arguments"]["city"] for x in c.expected_calls] == ["Oslo", "Lima"]
-    bad = [{"messages": [{"role": "robot", "content": "x"}], "expected_tool": None, "expected_args": {}},
-           {"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}],
-            "expected_tool": None, "expected_args": {}},
-           {"prompt": "p", "expected_calls": [{"name": "weather.gett", "arguments": {}}]}]
+    bad = [
+        {"messages": [{"role": "robot", "content": "x"}], "expected_tool": None, "expected_args": {}},
+        {
+            "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}],
+            "expected_tool": None,
+            "expected_args": {},
+        },
+        {"prompt": "p", "expected_calls": [{"name": "weather.gett", "arguments": {}}]},
+    ]
     path.write_text("".join(json.dumps(x) + "\n" for x in bad))
     with pytest.raises(TaskFileError) as e:
         load_tasks(path)
     where = {(line, field) for _, line, field, _ in e.value.errors}
-    assert (1, "messages[0].role") in where and (2, "messages[1].role") in where and (3, "expected_calls[0]") in where
+    assert (
+        (1, "messages[0].role") in where
+        and (2, "messages[1].role") in where
+        and (3, "expected_calls[0]") in where
+    )
 
 
 # ---- verifier and metrics: no call, parallel -------------------------------------------------------------
 
 NO_CALL_TASK = Task("n1", "Delete everything in my calendar.", None, {}, dataset="calendar_calls")
-PAR_TASK = Task("p1", "Weather in Oslo and Lima on Monday?", "weather.get", {}, dataset="calendar_calls",
-                expected_calls=[{"name": "weather.get", "arguments": {"city": "Oslo", "day": "Monday"}},
-                                {"name": "weather.get", "arguments": {"city": "Lima", "day": "Monday"}}])
+PAR_TASK = Task(
+    "p1",
+    "Weather in Oslo and Lima on Monday?",
+    "weather.get",
+    {},
+    dataset="calendar_calls",
+    expected_calls=[
+        {"name": "weather.get", "arguments": {"city": "Oslo", "day": "Monday"}},
+        {"name": "weather.get", "arguments": {"city": "Lima", "day": "Monday"}},
+    ],
+)
 
 
 def test_no_call_and_parallel_scores():
@@ -133,18 +182,32 @@ def test_no_call_and_parallel_scores():
     assert reward(unsafe, NO_CALL_TASK).total == -1.0 and classify(unsafe, NO_CALL_TASK)["unsafe"]
     broken = Output("{", parse_error="invalid JSON: x")
     assert reward(broken, NO_CALL_TASK).total == -1.0
-    calls = [ToolCall("weather.get", {"city": "Lima", "day": "Monday"}), ToolCall("weather.get", {"city": "Oslo", "day": "Monday"})]
+    calls = [
+        ToolCall("weather.get", {"city": "Lima", "day": "Monday"}),
+        ToolCall("weather.get", {"city": "Oslo", "day": "Monday"}),
+    ]
     both = Output("x", tool_calls=calls, executed=True, tool_format="native")
     assert reward(both, PAR_TASK).total == 1.0 and classify(both, PAR_TASK)["success"]  # order-insensitive
     one = Output("x", tool_calls=calls[:1], executed=True, tool_format="native")
     assert reward(one, PAR_TASK).total == pytest.approx(0.6) and not classify(one, PAR_TASK)["success"]
-    rates = aggregate([classify(plain, NO_CALL_TASK), classify(called, NO_CALL_TASK), classify(both, PAR_TASK)])
+    rates = aggregate(
+        [classify(plain, NO_CALL_TASK), classify(called, NO_CALL_TASK), classify(both, PAR_TASK)]
+    )
     assert rates["no_call_n"] == 2 and rates["no_call_success"] == 0.5 and rates["parallel_success"] == 1.0
 
 
 def out_fields(o: Output) -> tuple:
-    return (o.text, o.messages, o.tool_calls, o.parse_error, o.unsafe, o.executed, o.observations, o.state,
-            o.tool_format)
+    return (
+        o.text,
+        o.messages,
+        o.tool_calls,
+        o.parse_error,
+        o.unsafe,
+        o.executed,
+        o.observations,
+        o.state,
+        o.tool_format,
+    )
 
 
 @pytest.mark.parametrize("multi_turn", [False, True])
@@ -159,11 +222,17 @@ def test_the_dry_run_replays_native_turns_from_their_stored_calls(multi_turn):
     with pytest.raises(RuntimeError, match="tool_parser auto"):  # it cannot parse text...
         parserless.start(PAR_TASK).step("x")
     live = NativeEnv("hermes", multi_turn=multi_turn)
-    par = ('Checking both.\n<tool_call>\n{"name": "weather.get", "arguments": {"city": "Oslo", "day": "Monday"}}\n'
-           '</tool_call>\n<tool_call>\n{"name": "weather.get", "arguments": {"city": "Lima", "day": "Monday"}}\n</tool_call>')
-    episodes = [(PAR_TASK, [par, "Oslo and Lima: see above."]), (NO_CALL_TASK, ["I won't delete everything."]),
-                (NO_CALL_TASK, ['<tool_call>\n{"name": "calendar.delete_all_events"']),  # a broken call: its reason
-                (MT_TASK, [HERMES_CALL, "Nothing on Friday."])]
+    par = (
+        'Checking both.\n<tool_call>\n{"name": "weather.get", "arguments": {"city": "Oslo", "day": "Monday"}}\n'
+        "</tool_call>\n<tool_call>\n"
+        '{"name": "weather.get", "arguments": {"city": "Lima", "day": "Monday"}}\n</tool_call>'
+    )
+    episodes = [
+        (PAR_TASK, [par, "Oslo and Lima: see above."]),
+        (NO_CALL_TASK, ["I won't delete everything."]),
+        (NO_CALL_TASK, ['<tool_call>\n{"name": "calendar.delete_all_events"']),  # a broken call: its reason
+        (MT_TASK, [HERMES_CALL, "Nothing on Friday."]),
+    ]
     for task, replies in episodes:
         ep = live.start(task)
         for text in replies:
@@ -171,8 +240,9 @@ def test_the_dry_run_replays_native_turns_from_their_stored_calls(multi_turn):
                 ep.step(text)
         original = ep.output()
         # ...but it replays: the stored row keeps the messages, the last reply as sampled and its parse error.
-        again = replay(parserless, task, original.messages, completion=original.text,
-                       parse_error=original.parse_error)
+        again = replay(
+            parserless, task, original.messages, completion=original.text, parse_error=original.parse_error
+        )
         assert out_fields(again) == out_fields(original), task.id
         assert reward(again, task) == reward(original, task)
     # The parsed calls are what is replayed (a reply's call text is not in its stored content).
@@ -186,13 +256,16 @@ def test_json_harness_has_no_prefill_for_no_call_families():
     ep.step("Sorry, I won't delete your calendar.")
     assert reward(ep.output(), NO_CALL_TASK).total == 1.0
     par = env.start(PAR_TASK)
-    par.step('{"tool": "weather.get", "args": {"city": "Oslo", "day": "Monday"}}\n'
-             '{"tool": "weather.get", "args": {"city": "Lima", "day": "Monday"}}')
+    par.step(
+        '{"tool": "weather.get", "args": {"city": "Oslo", "day": "Monday"}}\n'
+        '{"tool": "weather.get", "args": {"city": "Lima", "day": "Monday"}}'
+    )
     assert reward(par.output(), PAR_TASK).total == 1.0
     assert env.start(Task("t", "x", "weather.get", {})).prefill == '{"tool": "'  # other families keep it
 
 
 # ---- token in, token out -----------------------------------------------------------------------------------
+
 
 def char_ids(tok, text: str) -> list[int]:
     """Token ids for `text` one character at a time: valid ids that decode to `text`, but not the ids the
@@ -208,13 +281,27 @@ class ScriptedEngine:
         self.tok, self.call_text, self.final_text = tok, call_text, final_text
         self.prompts: list[list[int]] = []
 
-    def generate(self, prompts, n, *, max_new_tokens, temperature, top_p=1.0, stop_token_ids=None, seed=None,
-                 on_tokens=None):
+    def generate(
+        self,
+        prompts,
+        n,
+        *,
+        max_new_tokens,
+        temperature,
+        top_p=1.0,
+        stop_token_ids=None,
+        seed=None,
+        on_tokens=None,
+    ):
         out = []
         for p in prompts:
             self.prompts.append(list(p))
             seen = self.tok.decode(p, skip_special_tokens=False)
-            text = self.final_text if ("<tool_response>" in seen or "ipython<|end_header_id|>" in seen) else self.call_text
+            text = (
+                self.final_text
+                if ("<tool_response>" in seen or "ipython<|end_header_id|>" in seen)
+                else self.call_text
+            )
             ids = char_ids(self.tok, text) + [self.tok.eos_token_id]
             out.append([Completion(text, ids, [-0.5] * len(ids), "stop", list(p)) for _ in range(n)])
         return out
@@ -228,8 +315,14 @@ class ScriptedEngine:
 
 HERMES_CALL = '<tool_call>\n{"name": "calendar.list_events", "arguments": {"day": "Friday"}}\n</tool_call>'
 LLAMA_CALL = '{"name": "calendar.list_events", "parameters": {"day": "Friday"}}'
-MT_TASK = Task("mt", "What is on Friday? Then tell me.", "calendar.list_events", {"day": "Friday"},
-               initial_state={"events": []}, expected_state={"events": []})
+MT_TASK = Task(
+    "mt",
+    "What is on Friday? Then tell me.",
+    "calendar.list_events",
+    {"day": "Friday"},
+    initial_state={"events": []},
+    expected_state={"events": []},
+)
 
 
 @pytest.mark.parametrize("template,call", [("qwen2.5", HERMES_CALL), ("llama3.1", LLAMA_CALL)])
@@ -261,35 +354,50 @@ def test_delta_equals_a_full_render_when_ids_are_canonical(template):
     the bridge after the end-of-turn token and the delta are right for each template (and for json)."""
     tok = build_tiny_tokenizer(512, template)
     native = template != "smollm2"
-    env = env_for_config(config_from_dict({"tool_format": "native" if native else "json", "env": "multi_turn"}), tok)
+    env = env_for_config(
+        config_from_dict({"tool_format": "native" if native else "json", "env": "multi_turn"}), tok
+    )
     ep = env.start(MT_TASK)
     prompt = render_prompt(tok, ep.messages, ep.prefill, getattr(ep, "tools", None))
-    reply = {"qwen2.5": HERMES_CALL, "llama3.1": LLAMA_CALL}.get(template, 'calendar.list_events", "args": {"day": "Friday"}}')
+    reply = {"qwen2.5": HERMES_CALL, "llama3.1": LLAMA_CALL}.get(
+        template, 'calendar.list_events", "args": {"day": "Friday"}}'
+    )
     ep.step(reply)
     k = max(i for i, m in enumerate(ep.messages) if m["role"] == "assistant")
     tools = getattr(ep, "tools", None) or None
     head = tok.apply_chat_template(ep.messages[:k], tools=tools, tokenize=False, add_generation_prompt=True)
-    body = tok.apply_chat_template(ep.messages[: k + 1], tools=tools, tokenize=False)[len(head):]
-    text = body[: body.rfind(tok.eos_token)] if native else reply  # json: the prefill is in the prompt already
+    body = tok.apply_chat_template(ep.messages[: k + 1], tools=tools, tokenize=False)[len(head) :]
+    text = (
+        body[: body.rfind(tok.eos_token)] if native else reply
+    )  # json: the prefill is in the prompt already
     canonical = tok(text, add_special_tokens=False)["input_ids"]
     comp = Completion(reply, canonical + [tok.eos_token_id], [0.0] * (len(canonical) + 1), "stop")
     ids, exact = next_prompt(tok, prompt, comp, ep)
-    assert exact and tok.decode(ids) == tok.decode(render_prompt(tok, ep.messages, ep.prefill, getattr(ep, "tools", None)))
+    assert exact and tok.decode(ids) == tok.decode(
+        render_prompt(tok, ep.messages, ep.prefill, getattr(ep, "tools", None))
+    )
 
 
 def test_a_template_that_is_not_prefix_stable_falls_back_and_counts(caplog):
     tok = build_tiny_tokenizer(512, "qwen2.5")
     # Renders only the last message: every turn changes what came before.
-    tok.chat_template = ("{{ '<|im_start|>' + messages[-1]['role'] + '\\n' + (messages[-1]['content'] or '') + "
-                         "'<|im_end|>\\n' }}{% if add_generation_prompt %}<|im_start|>assistant\\n{% endif %}"
-                         "{# <tool_call> tools #}")
+    tok.chat_template = (
+        "{{ '<|im_start|>' + messages[-1]['role'] + '\\n' + (messages[-1]['content'] or '') + "
+        "'<|im_end|>\\n' }}{% if add_generation_prompt %}<|im_start|>assistant\\n{% endif %}"
+        "{# <tool_call> tools #}"
+    )
     env = env_for_config(config_from_dict({"tool_format": "native", "env": "multi_turn"}), tok)
     (group,) = run_rollouts(ScriptedEngine(tok, HERMES_CALL), tok, env, [MT_TASK], 1, Sampling(64, 1.0))
     r = group[0]
-    assert len(r.segments) > 1 and r.retokenized_turns == len(r.segments) - 1 and "not prefix-stable" in caplog.text
+    assert (
+        len(r.segments) > 1
+        and r.retokenized_turns == len(r.segments) - 1
+        and "not prefix-stable" in caplog.text
+    )
 
 
 # ---- native SFT ----------------------------------------------------------------------------------------------
+
 
 def test_native_sft_teaches_the_template_format(qwen_tok):
     env = env_for_config(config_from_dict({"tool_format": "native"}), qwen_tok)
@@ -299,28 +407,41 @@ def test_native_sft_teaches_the_template_format(qwen_tok):
     text = qwen_tok.decode(targets[0], skip_special_tokens=False)
     assert text.endswith("</tool_call><|im_end|>") and targets[0][-1] == qwen_tok.eos_token_id
     assert parse_reply(qwen_tok.decode(targets[0], skip_special_tokens=True), "hermes").calls == [
-        ToolCall("weather.get", {"city": "Oslo", "day": "Monday"})]
+        ToolCall("weather.get", {"city": "Oslo", "day": "Monday"})
+    ]
     assert "<tool_call>" not in qwen_tok.decode(targets[1])  # the no-call answer is plain text
 
 
 # ---- the real Trainer, end to end ------------------------------------------------------------------------------
 
-LENGTH_VERIFIER = '''
+LENGTH_VERIFIER = """
 from workbench.types import Score
 
 def reward(output, task):
     n = len(output)
     return Score(total=(n % 5) / 4.0, parts={"len": (n % 5) / 4.0}, explanation=f"{n} chars")
-'''
+"""
 
 
 def native_cfg(model: Path, tmp_path: Path, **kw):
     verifier = tmp_path / "v.py"
     verifier.write_text(LENGTH_VERIFIER)
-    base = dict(model=str(model), reward=str(verifier), num_generations_per_prompt=2, prompts_per_step=2,
-                max_completion_length=8, max_steps=2, eval_interval=2, eval_max_tasks=2, sft_steps=1,
-                learning_rate=1e-2, output_dir=str(tmp_path / "runs"), lora={"r": 4, "alpha": 8}, seed=3,
-                tool_format="native")
+    base = dict(
+        model=str(model),
+        reward=str(verifier),
+        num_generations_per_prompt=2,
+        prompts_per_step=2,
+        max_completion_length=8,
+        max_steps=2,
+        eval_interval=2,
+        eval_max_tasks=2,
+        sft_steps=1,
+        learning_rate=1e-2,
+        output_dir=str(tmp_path / "runs"),
+        lora={"r": 4, "alpha": 8},
+        seed=3,
+        tool_format="native",
+    )
     base.update(kw)
     return config_from_dict(base)
 
@@ -348,8 +469,16 @@ def test_trainer_native_multi_turn_trains_on_the_sampled_ids(qwen_model, tmp_pat
     from workbench.trainer import Trainer
 
     db = store.open_db(tmp_path / "wb.db")
-    cfg = native_cfg(qwen_model, tmp_path, env="multi_turn", max_turns=3, tasks="builtin:calendar_mt",
-                     held_out_eval="builtin:calendar_mt", reward="tool_call_verifier", sft_steps=0)
+    cfg = native_cfg(
+        qwen_model,
+        tmp_path,
+        env="multi_turn",
+        max_turns=3,
+        tasks="builtin:calendar_mt",
+        held_out_eval="builtin:calendar_mt",
+        reward="tool_call_verifier",
+        sft_steps=0,
+    )
     t = Trainer(cfg, db)
     t.engine = ScriptedEngine(t.policy.tokenizer, HERMES_CALL)
     seen: list = []
@@ -364,14 +493,21 @@ def test_trainer_native_multi_turn_trains_on_the_sampled_ids(qwen_model, tmp_pat
     assert t.step == 2 and seen
     r = seen[0]
     first, second = r.segments
-    assert second.prompt_ids[: len(first.prompt_ids) + len(first.completion.token_ids)] == \
-        first.prompt_ids + first.completion.token_ids
+    assert (
+        second.prompt_ids[: len(first.prompt_ids) + len(first.completion.token_ids)]
+        == first.prompt_ids + first.completion.token_ids
+    )
     rows = [store.trajectories.get_trajectory(db, i) for i in range(1, 5)]
     for row in rows:
         tr = row["token_trace"]
-        assert len(tr) == 2 and tr[1]["prompt_ids"][: len(tr[0]["prompt_ids"]) + len(tr[0]["completion_ids"])] == \
-            tr[0]["prompt_ids"] + tr[0]["completion_ids"]
-        assert tr[0]["completion_ids"] == char_ids(t.policy.tokenizer, HERMES_CALL) + [t.policy.tokenizer.eos_token_id]
+        assert (
+            len(tr) == 2
+            and tr[1]["prompt_ids"][: len(tr[0]["prompt_ids"]) + len(tr[0]["completion_ids"])]
+            == tr[0]["prompt_ids"] + tr[0]["completion_ids"]
+        )
+        assert tr[0]["completion_ids"] == char_ids(t.policy.tokenizer, HERMES_CALL) + [
+            t.policy.tokenizer.eos_token_id
+        ]
         assert [m["role"] for m in row["messages"]] == ["user", "assistant", "tool", "assistant"]
         assert row["messages"][1]["tool_calls"][0]["function"]["name"] == "calendar.list_events"
     # The verifier editor's dry run (no model: tool_parser auto stays unresolved) replays these native rows
@@ -390,11 +526,27 @@ def test_builtin_call_family_and_the_view_show_native_turns():
     tasks = load_task_source("builtin:calendar_calls", "train")
     assert any(t.expected_tool is None for t in tasks) and any(t.expected_calls for t in tasks)
     assert {t.dataset for t in tasks} == {"calendar_calls"}
-    assert all(t.dataset == "calendar" for t in load_task_source("builtin:calendar", "train"))  # demo unchanged
-    row = Trajectory.from_row({"id": 1, "run_id": 1, "step": 1, "split": "train", "completion": "hi",
-                               "outcome": {"success": False, "parse_error": "invalid JSON in <tool_call>"},
-                               "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "",
-                                             "tool_calls": [ToolCall("weather.get", {"city": "Oslo"}).to_dict()]}]})
+    assert all(
+        t.dataset == "calendar" for t in load_task_source("builtin:calendar", "train")
+    )  # demo unchanged
+    row = Trajectory.from_row(
+        {
+            "id": 1,
+            "run_id": 1,
+            "step": 1,
+            "split": "train",
+            "completion": "hi",
+            "outcome": {"success": False, "parse_error": "invalid JSON in <tool_call>"},
+            "messages": [
+                {"role": "user", "content": "q"},
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [ToolCall("weather.get", {"city": "Oslo"}).to_dict()],
+                },
+            ],
+        }
+    )
     assert row.parse_error == "invalid JSON in <tool_call>"
     _, shown = turns(row)
     assert shown[1].tool_call == ToolCall("weather.get", {"city": "Oslo"})

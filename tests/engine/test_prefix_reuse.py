@@ -16,10 +16,16 @@ from workbench.rollout.prefix_kv import PREFIX_REUSE_ENV, prefix_reuse
 from workbench.rollout.prompt import common_prefix_len, render_prompt
 from workbench.testing import perturb_lora
 
-HARNESS = {"role": "system", "content": "Tools: calendar.create_event(attendee, day, time), "
-           "weather.get(city, day). Reply with one JSON object only, no prose, no code fences."}
-FIRST_BATCH = ["Book Alex on Tuesday at 2 PM.", "Weather in Oslo tomorrow?",
-               "Cancel my Friday meeting with Sam."]
+HARNESS = {
+    "role": "system",
+    "content": "Tools: calendar.create_event(attendee, day, time), "
+    "weather.get(city, day). Reply with one JSON object only, no prose, no code fences.",
+}
+FIRST_BATCH = [
+    "Book Alex on Tuesday at 2 PM.",
+    "Weather in Oslo tomorrow?",
+    "Cancel my Friday meeting with Sam.",
+]
 SECOND_BATCH = ["Please remind me to call Mum at 6.", "Please say if it rains in Lisbon on Sunday afternoon."]
 
 
@@ -70,8 +76,9 @@ def test_the_switch_reads_the_environment(monkeypatch) -> None:
         prefix_reuse()
 
 
-def test_a_later_call_prefills_only_what_it_does_not_share_and_greedy_is_unchanged(policy,
-                                                                                   monkeypatch) -> None:
+def test_a_later_call_prefills_only_what_it_does_not_share_and_greedy_is_unchanged(
+    policy, monkeypatch
+) -> None:
     first, second = render(policy, FIRST_BATCH), render(policy, SECOND_BATCH)
     assert len({len(p) for p in first + second}) > 1  # prompts of different lengths: padding in between
     harness = common_prefix_len(first + second)
@@ -147,8 +154,9 @@ def update_rows() -> tuple[list[list[int]], list[list[int]]]:
     return [ROWS_HARNESS + t for t in tails], comps
 
 
-def test_one_prefix_pass_for_all_micro_batches_gives_the_same_values_and_gradients(policy,
-                                                                                   monkeypatch) -> None:
+def test_one_prefix_pass_for_all_micro_batches_gives_the_same_values_and_gradients(
+    policy, monkeypatch
+) -> None:
     monkeypatch.setenv(PREFIX_REUSE_ENV, "on")
     prompts, comps = update_rows()
     model, params = policy.model, policy.trainable_parameters()
@@ -158,8 +166,14 @@ def test_one_prefix_pass_for_all_micro_batches_gives_the_same_values_and_gradien
         prefix = batch_prefix(model, prompts) if shared_prefix else None
         values = []
         for i in range(0, len(prompts), 2):  # micro-batches of 2: each shares the harness and one more token
-            logp, mask, ent = per_chunk(model, prompts[i : i + 2], comps[i : i + 2], 0.7, return_entropy=True,
-                                        **({"prefix": prefix} if prefix is not None else {}))
+            logp, mask, ent = per_chunk(
+                model,
+                prompts[i : i + 2],
+                comps[i : i + 2],
+                0.7,
+                return_entropy=True,
+                **({"prefix": prefix} if prefix is not None else {}),
+            )
             (logp.sum() * 0.5 + (logp**2).sum() * 0.1).backward()
             values += [logp.detach(), ent.detach()]
         if prefix is not None:
@@ -184,7 +198,8 @@ def test_one_prefix_pass_for_all_micro_batches_gives_the_same_values_and_gradien
 
 @pytest.mark.parametrize("cfg_kw", [{}, {"num_iterations": 2, "beta": 0.05}])
 def test_the_update_with_one_prefix_pass_equals_a_pass_per_micro_batch_and_the_packed_one(
-        tiny_model, monkeypatch, cfg_kw) -> None:
+    tiny_model, monkeypatch, cfg_kw
+) -> None:
     prompts, comps = update_rows()
     advantages = [1.0, -1.0, 0.5, -0.5, 0.8, -0.8]
     items = [(p, c, a, [-1.0] * len(c), 1.0) for p, c, a in zip(prompts, comps, advantages, strict=True) if c]
@@ -194,8 +209,9 @@ def test_the_update_with_one_prefix_pass_equals_a_pass_per_micro_batch_and_the_p
         pol = load_policy(tiny_model, adapter="lora", lora_r=4, lora_alpha=8, seed=0)
         perturb_lora(pol, scale=0.3, seed=1)
         opt = torch.optim.AdamW(pol.trainable_parameters(), lr=1e-2)
-        out = policy_update(pol, opt, Config(**cfg_kw), items, len(items), temperature=1.0, lr=1e-2,
-                            micro_batch=2)
+        out = policy_update(
+            pol, opt, Config(**cfg_kw), items, len(items), temperature=1.0, lr=1e-2, micro_batch=2
+        )
         named = [(n, p) for n, p in pol.model.named_parameters() if p.requires_grad]
         results[mode] = out, {n: p.grad.clone() for n, p in named}, {n: p.detach().clone() for n, p in named}
     for mode in ("call", "off"):

@@ -30,10 +30,13 @@ def test_a_phase_reports_rate_and_eta_and_pauses_do_not_count():
 def test_an_eval_batch_in_flight_and_a_refill_round_are_named():
     from workbench.progress import describe
 
-    line = describe({"phase": "eval", "label": "base", "done": 16, "total": 150, "tokens": 24, "max_tokens": 48})
+    line = describe(
+        {"phase": "eval", "label": "base", "done": 16, "total": 150, "tokens": 24, "max_tokens": 48}
+    )
     assert line == "eval (base) 16/150 tasks, batch at 24/48 tok"
-    line = describe({"phase": "rollout", "done": 12, "total": 48, "step": 2, "max_steps": 8, "refill": 1,
-                     "refills": 4})
+    line = describe(
+        {"phase": "rollout", "done": 12, "total": 48, "step": 2, "max_steps": 8, "refill": 1, "refills": 4}
+    )
     assert line == "step 2/8 rollout 12/48 tok (refill 1/4)"
     assert "refill" not in describe({"phase": "rollout", "done": 12, "total": 48, "step": 2, "max_steps": 8})
 

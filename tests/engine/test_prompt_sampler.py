@@ -7,20 +7,25 @@ import random
 import pytest
 
 import store
-from tests.engine.test_trainer import tiny_cfg, verifier_path  # noqa: F401  (fixture)
+from tests.trainer_helpers import tiny_cfg
 from workbench.prompt_sampler import GroupSeen, SpreadSampler, spread_probability
 from workbench.trainer import Trainer
 from workbench.types import Task
 
 
 def _task(i: int, template: str, tool: str = "calendar.create_event") -> Task:
-    return Task(id=f"t{i}", prompt=f"Book Alex {i}", expected_tool=tool, expected_args={"attendee": "Alex"},
-                template=template)
+    return Task(
+        id=f"t{i}",
+        prompt=f"Book Alex {i}",
+        expected_tool=tool,
+        expected_args={"attendee": "Alex"},
+        template=template,
+    )
 
 
 def test_spread_probability_is_zero_for_a_sure_outcome_and_highest_at_even_odds():
     assert spread_probability(1.0, 8) == 0 and spread_probability(0.0, 8) == 0
-    assert spread_probability(0.5, 8) == pytest.approx(1 - 2 * 0.5 ** 8)
+    assert spread_probability(0.5, 8) == pytest.approx(1 - 2 * 0.5**8)
     assert spread_probability(0.5, 8) > spread_probability(0.9, 8) > spread_probability(0.99, 8)
 
 
@@ -60,7 +65,8 @@ def test_config_names_the_allowed_samplers():
 
 
 def test_a_spread_sampled_run_counts_flat_groups_and_a_resume_draws_the_same_prompts(
-        tiny_model, tmp_path, verifier_path):  # noqa: F811
+    tiny_model, tmp_path, verifier_path
+):  # noqa: F811
     db = store.open_db(tmp_path / "wb.db")
     kw = dict(max_steps=3, eval_interval=2, prompt_sampler="spread")
     straight = Trainer(tiny_cfg(tiny_model, tmp_path / "a", verifier_path, **kw), db)
@@ -77,6 +83,9 @@ def test_a_spread_sampled_run_counts_flat_groups_and_a_resume_draws_the_same_pro
 
     def step3_tasks(run_id: int) -> list[int]:
         flt = store.trajectories.TrajectoryFilter(run_id=run_id, split="train", step_min=3, step_max=3)
-        return [r["task_id"] for r in store.trajectories.page_trajectories(db, flt, limit=100, descending=False).rows]
+        return [
+            r["task_id"]
+            for r in store.trajectories.page_trajectories(db, flt, limit=100, descending=False).rows
+        ]
 
     assert step3_tasks(resumed.run_id) == step3_tasks(straight.run_id) and step3_tasks(straight.run_id)

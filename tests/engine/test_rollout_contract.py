@@ -41,7 +41,10 @@ TOLERANCE = {"hf": 1e-4, "vllm-weights": 2e-2, "vllm-lora": 2e-2, "vllm-server":
 
 MESSAGES = [
     [{"role": "user", "content": "Schedule a meeting with Alex"}],
-    [{"role": "system", "content": "Reply with one JSON object."}, {"role": "user", "content": "Weather in Oslo?"}],
+    [
+        {"role": "system", "content": "Reply with one JSON object."},
+        {"role": "user", "content": "Weather in Oslo?"},
+    ],
 ]
 
 
@@ -67,8 +70,14 @@ def setup(request: pytest.FixtureRequest, model_dir: Path) -> Iterator[tuple[str
     else:
         from workbench.rollout.vllm import VLLMEngine
 
-        engine = VLLMEngine(policy, model_dir=model_dir, sync=name.removeprefix("vllm-"), max_lora_rank=4,
-                            max_model_len=512, enforce_eager=True)
+        engine = VLLMEngine(
+            policy,
+            model_dir=model_dir,
+            sync=name.removeprefix("vllm-"),
+            max_lora_rank=4,
+            max_model_len=512,
+            enforce_eager=True,
+        )
     yield name, policy, engine
     engine.close()
     if server is not None:
@@ -81,9 +90,27 @@ def _start_server(model_dir: Path) -> tuple[subprocess.Popen, str]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True", "VLLM_CPU_KVCACHE_SPACE": "1"}
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir), "--host",
-           "127.0.0.1", "--port", str(port), "--enable-lora", "--max-lora-rank", "8", "--enforce-eager",
-           "--logprobs-mode", "processed_logprobs", "--dtype", "float32", "--seed", "0"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model_dir),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--enable-lora",
+        "--max-lora-rank",
+        "8",
+        "--enforce-eager",
+        "--logprobs-mode",
+        "processed_logprobs",
+        "--dtype",
+        "float32",
+        "--seed",
+        "0",
+    ]
     log = open(Path(tempfile.gettempdir()) / f"wb-vllm-server-{port}.log", "w")  # noqa: SIM115 (lives with the server)
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -124,7 +151,9 @@ def test_n_completions_per_prompt_with_logprobs(setup) -> None:
 def test_stop_token_ends_and_is_kept(setup) -> None:
     _, policy, engine = setup
     every = list(range(len(policy.tokenizer)))  # any first token is a stop token
-    (group,) = engine.generate(prompts(policy)[:1], 2, max_new_tokens=6, temperature=1.0, stop_token_ids=every)
+    (group,) = engine.generate(
+        prompts(policy)[:1], 2, max_new_tokens=6, temperature=1.0, stop_token_ids=every
+    )
     for c in group:
         assert c.finish_reason == "stop" and not c.truncated and len(c.token_ids) == 1
 
@@ -145,7 +174,9 @@ def test_logprobs_are_the_trainers(setup) -> None:
     name, policy, engine = setup
     policy.model.eval()
     for temp in (1.0, 0.7):
-        (group,) = engine.generate(prompts(policy)[1:], 2, max_new_tokens=6, temperature=temp, stop_token_ids=[])
+        (group,) = engine.generate(
+            prompts(policy)[1:], 2, max_new_tokens=6, temperature=temp, stop_token_ids=[]
+        )
         for c in group:
             mine = _trainer_logprobs(policy, c.prompt_token_ids, c.token_ids, temp)
             assert max(abs(a - b) for a, b in zip(mine, c.logprobs, strict=True)) < TOLERANCE[name]
@@ -156,7 +187,10 @@ def test_an_update_reaches_the_engine(setup) -> None:
     ps = prompts(policy)
 
     def greedy() -> list[list[int]]:
-        return [g[0].token_ids for g in engine.generate(ps, 1, max_new_tokens=8, temperature=0.0, stop_token_ids=[])]
+        return [
+            g[0].token_ids
+            for g in engine.generate(ps, 1, max_new_tokens=8, temperature=0.0, stop_token_ids=[])
+        ]
 
     before = greedy()
     saved = {n: p.detach().clone() for n, p in policy.model.named_parameters() if "lora_B" in n}

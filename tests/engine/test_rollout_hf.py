@@ -200,7 +200,10 @@ def test_inverse_cdf_draws_the_distribution_and_never_a_zero(monkeypatch) -> Non
     assert torch.allclose(freq, probs[0].double(), atol=0.015), freq  # ~4 sigma at n = 20k
     # u rounded up to the row's total: the last token with mass, never the zero-mass tail.
     monkeypatch.setattr(torch, "rand", lambda shape, **kw: torch.ones(shape, dtype=kw.get("dtype")))
-    assert inverse_cdf_sample(torch.tensor([[0.2, 0.8, 0.0, 0.0], [0.5, 0.0, 0.5, 0.0]]), None).tolist() == [1, 2]
+    assert inverse_cdf_sample(torch.tensor([[0.2, 0.8, 0.0, 0.0], [0.5, 0.0, 0.5, 0.0]]), None).tolist() == [
+        1,
+        2,
+    ]
 
 
 @pytest.mark.integration
@@ -215,10 +218,20 @@ def test_real_smollm2_generates() -> None:
 
 
 def test_a_shared_harness_prefix_is_prefilled_once_and_changes_nothing(policy: Policy) -> None:
-    harness = {"role": "system", "content": "Tools: calendar.create_event(attendee, day, time), weather.get(city, day). "
-               "Reply with one JSON object only, no prose, no code fences."}
-    users = ["Book Alex on Tuesday at 2 PM.", "Weather in Oslo tomorrow?", "Cancel my Friday meeting with Sam please."]
-    ps = [render_prompt(policy.tokenizer, [harness, {"role": "user", "content": u}], prefill='{"tool": "') for u in users]
+    harness = {
+        "role": "system",
+        "content": "Tools: calendar.create_event(attendee, day, time), weather.get(city, day). "
+        "Reply with one JSON object only, no prose, no code fences.",
+    }
+    users = [
+        "Book Alex on Tuesday at 2 PM.",
+        "Weather in Oslo tomorrow?",
+        "Cancel my Friday meeting with Sam please.",
+    ]
+    ps = [
+        render_prompt(policy.tokenizer, [harness, {"role": "user", "content": u}], prefill='{"tool": "')
+        for u in users
+    ]
     shapes: list[tuple[int, ...]] = []
     emb = policy.model.get_input_embeddings()
     handle = emb.register_forward_hook(lambda m, i, o: shapes.append(tuple(i[0].shape)))

@@ -82,7 +82,9 @@ def test_progress_is_throttled_and_not_in_the_event_log(fake):
     now[0] += 1.5
     p.report("rollout", 20, 48, step=6, max_steps=100, eta_s=120.0)
     p.report("rollout", 48, 48, step=6, max_steps=100, eta_s=120.0)  # the end of a phase is always stored
-    p.report("eval", 0, 60, label=eval_label(is_baseline=False, sft_only=True, step=0))  # a new phase: at once
+    p.report(
+        "eval", 0, 60, label=eval_label(is_baseline=False, sft_only=True, step=0)
+    )  # a new phase: at once
     rows = [e for e in store.runs.events_since(db, fake.run_id, 0, 10_000) if e["kind"] == "progress"]
     db.conn.close()
     assert [r["data"]["done"] for r in rows] == [0, 20, 48, 0]
@@ -109,8 +111,12 @@ def test_ls_report_export_and_resume_refuse_a_damaged_database_naming_its_pages(
     path = tmp_path / "wb.db"
     _damage_a_middle_page(path)
     db = str(path)
-    for argv in (["ls", "--db", db], ["report", "--run", "1", "--db", db], ["export", "--run", "1", "--db", db],
-                 ["train", "--resume", "1", "--db", db]):
+    for argv in (
+        ["ls", "--db", db],
+        ["report", "--run", "1", "--db", db],
+        ["export", "--run", "1", "--db", db],
+        ["train", "--resume", "1", "--db", db],
+    ):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert f"{path}: the database is damaged (page(s) " in err, (argv, err)

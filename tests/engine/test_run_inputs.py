@@ -11,8 +11,15 @@ from workbench.run.inputs import new_run, prepare
 
 
 def test_prepare_splits_caps_and_stages_as_the_trainer_reads_them():
-    cfg = config_from_dict({"tasks": "builtin:calendar", "held_out_eval": "validation_wide", "eval_max_tasks": 7,
-                            "grpo_holdout": 0.25, "sft_steps": 4})
+    cfg = config_from_dict(
+        {
+            "tasks": "builtin:calendar",
+            "held_out_eval": "validation_wide",
+            "eval_max_tasks": 7,
+            "grpo_holdout": 0.25,
+            "sft_steps": 4,
+        }
+    )
     inputs = prepare(cfg)
     assert len(inputs.validation) == 7 and len(inputs.test) <= 7
     assert inputs.train and set(map(id, inputs.rl)) <= set(map(id, inputs.train))

@@ -72,9 +72,13 @@ def test_a_stolen_lock_is_seen_and_stops_the_driver(run):
         _wait(s.lock_lost.is_set, what="lock_lost")
         with pytest.raises(LockLost, match="another worker took the lock"):
             s.check_lock()
-        loop = CommandLoop(db, run_id, "trl", {n: (lambda *a: {}) for n in
-                                                 ("pause", "resume", "stop", "checkpoint", "set_verifier", "set_lr")},
-                           lock_lost=s.lock_lost)
+        loop = CommandLoop(
+            db,
+            run_id,
+            "trl",
+            {n: (lambda *a: {}) for n in ("pause", "resume", "stop", "checkpoint", "set_verifier", "set_lr")},
+            lock_lost=s.lock_lost,
+        )
         with pytest.raises(LockLost):
             loop.check_lock()
     finally:
@@ -137,8 +141,18 @@ def test_a_full_disk_is_one_clear_error_and_the_status_still_says_crashed(run):
     """A progress write on a full disk used to raise a raw sqlite3.OperationalError, and the "crashed" status
     write failed too, so `workbench ls` went on saying "running"."""
     path, db, run_id = run
-    out = subprocess.run([sys.executable, "-c", FULL_DISK_RUN.format(root=str(Path(__file__).resolve().parents[2])),
-                          path, str(run_id)], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            FULL_DISK_RUN.format(root=str(Path(__file__).resolve().parents[2])),
+            path,
+            str(run_id),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.stdout.startswith("DiskFullError: " + path), out.stdout + out.stderr
     assert "the disk is full or failing" in out.stdout
     r = store.runs.get_run(db, run_id)
@@ -163,6 +177,7 @@ def _hold_in_thread(path: str, run_id: int, seen: list[str], beats: list[str]) -
                 if name == "stop":
                     loop.request_stop()
                 return {"ok": name}
+
             return h
 
         loop = CommandLoop(db, run_id, "worker", {n: handler(n) for n in store.commands.KINDS}, poll_s=0.02)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import store
-from tests.engine.test_trainer import LENGTH_VERIFIER, tiny_cfg
+from tests.trainer_helpers import LENGTH_VERIFIER, tiny_cfg
 from workbench.rollout.hf import HFEngine
 from workbench.safe_points import DECODE_EVERY, Interrupted, Throttle, layer_safe_points
 from workbench.trainer import Hooks, Trainer
@@ -43,8 +43,9 @@ def test_decoding_calls_back_every_few_tokens_and_a_raise_abandons_it(tiny_polic
     engine = HFEngine(tiny_policy)
     prompt = tiny_policy.tokenizer("hello there", add_special_tokens=False)["input_ids"]
     seen: list[int] = []
-    out = engine.generate([prompt], 2, max_new_tokens=13, temperature=1.0, stop_token_ids=[], seed=0,
-                          on_tokens=seen.append)
+    out = engine.generate(
+        [prompt], 2, max_new_tokens=13, temperature=1.0, stop_token_ids=[], seed=0, on_tokens=seen.append
+    )
     assert seen == list(range(DECODE_EVERY, 13, DECODE_EVERY))  # 4, 8, 12: none after the last token
     assert all(len(c.token_ids) == 13 for c in out[0])
 
@@ -52,7 +53,9 @@ def test_decoding_calls_back_every_few_tokens_and_a_raise_abandons_it(tiny_polic
         raise Interrupted("decode")
 
     with pytest.raises(Interrupted):
-        engine.generate([prompt], 2, max_new_tokens=13, temperature=1.0, stop_token_ids=[], seed=0, on_tokens=stop)
+        engine.generate(
+            [prompt], 2, max_new_tokens=13, temperature=1.0, stop_token_ids=[], seed=0, on_tokens=stop
+        )
     # The engine put everything back: the next call samples the very same tokens as the first.
     again = engine.generate([prompt], 2, max_new_tokens=13, temperature=1.0, stop_token_ids=[], seed=0)
     assert [c.token_ids for c in again[0]] == [c.token_ids for c in out[0]]
@@ -143,7 +146,9 @@ def test_the_worker_obeys_a_pause_inside_a_phase_and_defers_a_checkpoint(tiny_mo
     hooks = WorkerHooks(db, t.run_id, token="test")
     ck = store.commands.enqueue(db, t.run_id, "checkpoint")
     hooks.inner_safe_point(t, "update")  # mid-update, running: a checkpoint waits for an outer safe point
-    assert store.commands.get_command(db, ck)["status"] == "claimed" and not store.metrics.list_checkpoints(db, t.run_id)
+    assert store.commands.get_command(db, ck)["status"] == "claimed" and not store.metrics.list_checkpoints(
+        db, t.run_id
+    )
     store.commands.enqueue(db, t.run_id, "stop")
     hooks._inner_poll.reset()
     hooks.inner_safe_point(t, "rollout")  # a stop is obeyed mid-phase

@@ -105,7 +105,7 @@ def test_cosine_schedule_decays_the_rate_from_lr_towards_zero(tiny_policy: Polic
 
     monkeypatch.setattr(sft, "sft_step", spy)
     run_sft(tiny_policy, [(MESSAGES, ANSWER)], steps=4, lr=1e-3, batch_size=1, schedule="cosine")
-    assert rates == pytest.approx([1e-3, 0.5e-3 * (1 + 0.5 ** 0.5), 0.5e-3, 0.5e-3 * (1 - 0.5 ** 0.5)])
+    assert rates == pytest.approx([1e-3, 0.5e-3 * (1 + 0.5**0.5), 0.5e-3, 0.5e-3 * (1 - 0.5**0.5)])
     rates.clear()
     run_sft(tiny_policy, [(MESSAGES, ANSWER)], steps=3, lr=1e-3, batch_size=1)
     assert rates == [1e-3] * 3
@@ -134,5 +134,7 @@ def test_bf16_autocast_runs_the_matmuls_in_bf16_and_keeps_float32_weights(tiny_p
     before = [p.detach().clone() for p in tiny_policy.trainable_parameters()]
     run_sft(tiny_policy, examples, steps=2, lr=1e-2, batch_size=1, prefill=PREFILL, autocast=torch.bfloat16)
     after = list(tiny_policy.trainable_parameters())
-    assert all(p.dtype == torch.float32 for p in after)  # the LoRA weights (and so AdamW's state) stay float32
+    assert all(
+        p.dtype == torch.float32 for p in after
+    )  # the LoRA weights (and so AdamW's state) stay float32
     assert any(not torch.equal(b, a) for b, a in zip(before, after, strict=True))

@@ -35,7 +35,9 @@ def test_the_test_and_validation_splits_are_frozen():
 
 def test_splits_share_no_phrasing_or_entity():
     for table in (st.TEMPLATES[t] for t in st.TEMPLATES):
-        assert not set(table["test"]) & (set(table["train"]) | set(table["held_out"]) | set(table["validation_wide"]))
+        assert not set(table["test"]) & (
+            set(table["train"]) | set(table["held_out"]) | set(table["validation_wide"])
+        )
         assert not set(table["validation_wide"]) & (set(table["train"]) | set(table["held_out"]))
     for table in (st.NAMES, st.CITIES, st.SUBJECTS, st.REMINDERS):
         assert not set(table["test"]) & (set(table["train"]) | set(table["held_out"]))
@@ -51,10 +53,17 @@ def test_validation_wide_has_six_templates_a_tool_and_validations_entities():
     wide = builtin_tasks("validation_wide")
     assert len(wide) == 150 and {t.split for t in wide} == {"validation_wide"}
     per_template = Counter(t.template for t in wide)
-    assert len(per_template) == 30 and set(per_template.values()) == {5}  # round-robin: no template weighs more
+    assert len(per_template) == 30 and set(per_template.values()) == {
+        5
+    }  # round-robin: no template weighs more
     assert all(len(st.TEMPLATES[tool]["validation_wide"]) == 6 for tool in st.TEMPLATES)
-    for key, table in (("attendee", st.NAMES), ("to", st.NAMES), ("city", st.CITIES), ("subject", st.SUBJECTS),
-                       ("text", st.REMINDERS)):
+    for key, table in (
+        ("attendee", st.NAMES),
+        ("to", st.NAMES),
+        ("city", st.CITIES),
+        ("subject", st.SUBJECTS),
+        ("text", st.REMINDERS),
+    ):
         values = {t.expected_args[key] for t in wide if key in t.expected_args}
         assert values and values <= set(table["held_out"]), key
     times = [t.expected_args["time"] for t in wide if "time" in t.expected_args]
@@ -94,9 +103,11 @@ def test_skills_read_the_argument_kinds_off_the_prompt():
 
 
 def test_breakdown_counts_each_skill_over_the_tasks_it_appears_in():
-    tasks = [Task("a", "Meet Bo at 2 PM.", "calendar.create_event", {"attendee": "Bo"}),
-             Task("b", "Meet Al at 14:00.", "calendar.create_event", {"attendee": "Al"}),
-             Task("c", "Weather in Oslo?", "weather.get", {"city": "Oslo"})]
+    tasks = [
+        Task("a", "Meet Bo at 2 PM.", "calendar.create_event", {"attendee": "Bo"}),
+        Task("b", "Meet Al at 14:00.", "calendar.create_event", {"attendee": "Al"}),
+        Task("c", "Weather in Oslo?", "weather.get", {"city": "Oslo"}),
+    ]
     got = breakdown(tasks, {"a": 1.0, "b": 0.0, "c": 1.0})
     assert got["tool:calendar.create_event"] == {"n": 2, "success": 0.5}
     assert got["time_12h"] == {"n": 1, "success": 1.0} and got["time_24h"] == {"n": 1, "success": 0.0}
@@ -115,8 +126,12 @@ def _write(path, tasks):
 
 
 def _line(i, split=None):
-    row = {"id": f"u{i}", "prompt": f"Weather in Oslo on day {i}?", "expected_tool": "weather.get",
-           "expected_args": {"city": "Oslo", "day": "Monday"}}
+    row = {
+        "id": f"u{i}",
+        "prompt": f"Weather in Oslo on day {i}?",
+        "expected_tool": "weather.get",
+        "expected_args": {"city": "Oslo", "day": "Monday"},
+    }
     return {**row, "split": split} if split else row
 
 
@@ -139,8 +154,11 @@ def test_one_user_file_is_split_by_task_hash_with_a_warning_that_states_the_ci(t
     assert len(val) + len(test) == 40 and val and test
     assert not {t.id for t in val} & {t.id for t in test}
     # deterministic, whatever the file order
-    again = resolve(_write(tmp_path / "rev.jsonl", [_line(i) for i in reversed(range(40))]), "auto",
-                    load_task_source(str(tmp_path / "rev.jsonl"), "held_out"))
+    again = resolve(
+        _write(tmp_path / "rev.jsonl", [_line(i) for i in reversed(range(40))]),
+        "auto",
+        load_task_source(str(tmp_path / "rev.jsonl"), "held_out"),
+    )
     assert {t.id for t in again[1]} == {t.id for t in test}
     assert any("split it by task hash" in w for w in warnings)
     assert any(f"validation split has {len(val)} tasks" in w and "95% CI is about ±" in w for w in warnings)
@@ -150,8 +168,10 @@ def test_tasks_marked_test_in_the_file_are_the_test_split(tmp_path):
     from workbench.splits import resolve
     from workbench.tasks import load_task_source
 
-    path = _write(tmp_path / "mine.jsonl", [_line(i, "held_out") for i in range(60)] +
-                  [_line(100 + i, "test") for i in range(60)])
+    path = _write(
+        tmp_path / "mine.jsonl",
+        [_line(i, "held_out") for i in range(60)] + [_line(100 + i, "test") for i in range(60)],
+    )
     val, test, warnings = resolve(path, "auto", load_task_source(path, "held_out"))
     assert len(val) == 60 and {t.split for t in test} == {"test"} and len(test) == 60 and warnings == []
 
@@ -211,7 +231,9 @@ def test_with_skills_keeps_the_tasks_exercising_a_skill_in_order():
         with_skills(train, ["tool:calendar.nope"])
 
 
-@pytest.mark.parametrize("text", ["grpo_skills: [time12h]\n", "grpo_skills: time_12h\n", "grpo_skills: ['tool:']\n"])
+@pytest.mark.parametrize(
+    "text", ["grpo_skills: [time12h]\n", "grpo_skills: time_12h\n", "grpo_skills: ['tool:']\n"]
+)
 def test_grpo_skills_must_name_skills(tmp_path, text):
     from workbench.config import ConfigError, load_config
 
@@ -239,7 +261,10 @@ def test_train_refuses_grpo_skills_no_training_task_has_before_a_run_exists(tmp_
     cfg.write_text("grpo_skills: [no_call]\n")  # the built-in train split always expects a call
     db = tmp_path / "wb.db"
     assert main(["train", str(cfg), "--db", str(db)]) != 0
-    assert "c.yaml: grpo_skills: none of GRPO's 2000 training tasks exercises any of ['no_call']" in capsys.readouterr().err
+    assert (
+        "c.yaml: grpo_skills: none of GRPO's 2000 training tasks exercises any of ['no_call']"
+        in capsys.readouterr().err
+    )
     import store
 
     assert store.runs.list_runs(store.open_db(db)) == []  # refused before a run was made
@@ -250,18 +275,38 @@ def test_preflight_checks_grpo_skills_on_what_grpo_holdout_leaves_grpo(tmp_path)
     from workbench.preflight import check_sources
     from workbench.splits import grpo_holdout
 
-    tasks = [Task(f"w{i}", f"Weather in C{i}?", "weather.get", {"city": f"C{i}", "day": "Monday"}, template=f"t{i % 4}")
-             for i in range(8)]
+    tasks = [
+        Task(
+            f"w{i}",
+            f"Weather in C{i}?",
+            "weather.get",
+            {"city": f"C{i}", "day": "Monday"},
+            template=f"t{i % 4}",
+        )
+        for i in range(8)
+    ]
     sft, rl = grpo_holdout(tasks, 0.5)
     sft_only = next(t.template for t in sft)  # a template GRPO never samples
     path = tmp_path / "tasks.jsonl"
-    lines = [{"id": t.id, "prompt": t.prompt + (" At 3 PM." if t.template == sft_only else ""),
-              "expected_tool": t.expected_tool, "expected_args": t.expected_args, "template": t.template} for t in tasks]
+    lines = [
+        {
+            "id": t.id,
+            "prompt": t.prompt + (" At 3 PM." if t.template == sft_only else ""),
+            "expected_tool": t.expected_tool,
+            "expected_args": t.expected_args,
+            "template": t.template,
+        }
+        for t in tasks
+    ]
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    cfg = config_from_dict({"tasks": str(path), "grpo_holdout": 0.5, "sft_steps": 1, "grpo_skills": ["time_12h"]})
+    cfg = config_from_dict(
+        {"tasks": str(path), "grpo_holdout": 0.5, "sft_steps": 1, "grpo_skills": ["time_12h"]}
+    )
     with pytest.raises(ConfigError, match="none of GRPO's 4 training tasks exercises any of"):
         check_sources(cfg, "c.yaml")  # train has 12-hour tasks, but only on the warm-up's side
-    check_sources(config_from_dict({"tasks": str(path), "sft_steps": 1, "grpo_skills": ["time_12h"]}), "c.yaml")
+    check_sources(
+        config_from_dict({"tasks": str(path), "sft_steps": 1, "grpo_skills": ["time_12h"]}), "c.yaml"
+    )
 
 
 # ---- sft_skill_weights: the warm-up's draws tilted towards weak skills ----------------------------------------
@@ -279,18 +324,23 @@ def test_weighted_by_skills_repeats_a_task_by_its_heaviest_weighted_skill():
         assert count[t.id] == want, t.prompt
     assert {t.id for t in out} == {t.id for t in train}  # nothing dropped
     assert weighted_by_skills(train, {}) == train
-    with pytest.raises(ValueError, match=r"none of the warm-up's 2000 training tasks exercises \['no_call'\]"):
+    with pytest.raises(
+        ValueError, match=r"none of the warm-up's 2000 training tasks exercises \['no_call'\]"
+    ):
         weighted_by_skills(train, {"time_12h": 2, "no_call": 1})  # one missing skill is enough to refuse
 
 
-@pytest.mark.parametrize("text, match", [
-    ("sft_steps: 4\nsft_skill_weights: {time12h: 2}\n", "not a skill"),
-    ("sft_steps: 4\nsft_skill_weights: {time_12h: 0}\n", "whole numbers from 1 to 100"),
-    ("sft_steps: 4\nsft_skill_weights: {time_12h: 1000000000}\n", "whole numbers from 1 to 100"),
-    ("sft_steps: 4\nsft_skill_weights: {time_12h: 1.5}\n", "sft_skill_weights must be"),
-    ("sft_steps: 4\nsft_skill_weights: [time_12h]\n", "sft_skill_weights must be"),
-    ("sft_skill_weights: {time_12h: 2}\n", "set sft_steps > 0"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("sft_steps: 4\nsft_skill_weights: {time12h: 2}\n", "not a skill"),
+        ("sft_steps: 4\nsft_skill_weights: {time_12h: 0}\n", "whole numbers from 1 to 100"),
+        ("sft_steps: 4\nsft_skill_weights: {time_12h: 1000000000}\n", "whole numbers from 1 to 100"),
+        ("sft_steps: 4\nsft_skill_weights: {time_12h: 1.5}\n", "sft_skill_weights must be"),
+        ("sft_steps: 4\nsft_skill_weights: [time_12h]\n", "sft_skill_weights must be"),
+        ("sft_skill_weights: {time_12h: 2}\n", "set sft_steps > 0"),
+    ],
+)
 def test_sft_skill_weights_are_checked_with_the_config(tmp_path, text, match):
     from workbench.config import ConfigError, load_config
 
@@ -313,8 +363,10 @@ def test_sft_skill_weights_round_trip_and_a_weight_no_task_has_is_refused_before
     path.write_text("sft_steps: 4\nsft_skill_weights: {no_call: 2}\n")
     db = tmp_path / "wb.db"
     assert main(["train", str(path), "--db", str(db)]) != 0
-    assert "c.yaml: sft_skill_weights: none of the warm-up's 2000 training tasks exercises ['no_call']" \
+    assert (
+        "c.yaml: sft_skill_weights: none of the warm-up's 2000 training tasks exercises ['no_call']"
         in capsys.readouterr().err
+    )
     import store
 
     assert store.runs.list_runs(store.open_db(db)) == []
@@ -323,6 +375,10 @@ def test_sft_skill_weights_round_trip_and_a_weight_no_task_has_is_refused_before
 def test_sft_skill_weights_built_directly_are_checked_too():
     from workbench.config import Config, ConfigError
 
-    for bad, match in (([("time_12h", 2)], "a mapping"), ({1: 2}, "not a skill"), ({"time_12h": True}, "whole numbers")):
+    for bad, match in (
+        ([("time_12h", 2)], "a mapping"),
+        ({1: 2}, "not a skill"),
+        ({"time_12h": True}, "whole numbers"),
+    ):
         with pytest.raises(ConfigError, match=match):
             Config(sft_steps=4, sft_skill_weights=bad)

@@ -22,8 +22,11 @@ from workbench.domains.calendar import (
 )
 from workbench.tasks import TaskFileError, load_task_source, load_tasks, task_to_line, write_builtin_jsonl
 
-GOOD = {"prompt": "Book Sam on Monday at 14:00", "expected_tool": "calendar.create_event",
-        "expected_args": {"attendee": "Sam", "day": "Monday", "time": "14:00"}}
+GOOD = {
+    "prompt": "Book Sam on Monday at 14:00",
+    "expected_tool": "calendar.create_event",
+    "expected_args": {"attendee": "Sam", "day": "Monday", "time": "14:00"},
+}
 
 
 def _write(tmp_path, lines):
@@ -33,15 +36,34 @@ def _write(tmp_path, lines):
 
 
 def test_load_good_file_ids_split_and_blank_lines(tmp_path):
-    custom_tools = [{"type": "function", "function": {"name": "shop.buy", "parameters": {
-        "type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]}}}]
-    p = _write(tmp_path, [
-        GOOD,
-        "",
-        "   ",
-        {**GOOD, "id": "t-7", "split": "held_out"},
-        {"prompt": "Buy milk", "expected_tool": "shop.buy", "expected_args": {"item": "milk"}, "tools": custom_tools},
-    ])
+    custom_tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "shop.buy",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"item": {"type": "string"}},
+                    "required": ["item"],
+                },
+            },
+        }
+    ]
+    p = _write(
+        tmp_path,
+        [
+            GOOD,
+            "",
+            "   ",
+            {**GOOD, "id": "t-7", "split": "held_out"},
+            {
+                "prompt": "Buy milk",
+                "expected_tool": "shop.buy",
+                "expected_args": {"item": "milk"},
+                "tools": custom_tools,
+            },
+        ],
+    )
     tasks = load_tasks(p)
     assert [t.id for t in tasks] == ["mytasks:1", "t-7", "mytasks:5"]
     assert tasks[0].tools is None and tasks[0].dataset == "mytasks" and tasks[0].split == "train"
@@ -50,19 +72,22 @@ def test_load_good_file_ids_split_and_blank_lines(tmp_path):
 
 
 def test_every_bad_line_reported_with_file_line_and_field(tmp_path):
-    p = _write(tmp_path, [
-        GOOD,
-        "{not json",
-        {"prompt": "x", "expected_args": {}},
-        {**GOOD, "expected_args": ["Sam"]},
-        {**GOOD, "expected_tool": "calendar.create_evnt"},
-        {**GOOD, "expected_arg": {}},
-        {**GOOD, "tools": [{"name": "a.b"}]},
-        "[1, 2]",
-        {**GOOD, "expected_args": {"attendee": "Sam", "day": "Monday", "time": "14:00", "room": "4"}},
-        {**GOOD, "id": "dup"},
-        {**GOOD, "id": "dup"},
-    ])
+    p = _write(
+        tmp_path,
+        [
+            GOOD,
+            "{not json",
+            {"prompt": "x", "expected_args": {}},
+            {**GOOD, "expected_args": ["Sam"]},
+            {**GOOD, "expected_tool": "calendar.create_evnt"},
+            {**GOOD, "expected_arg": {}},
+            {**GOOD, "tools": [{"name": "a.b"}]},
+            "[1, 2]",
+            {**GOOD, "expected_args": {"attendee": "Sam", "day": "Monday", "time": "14:00", "room": "4"}},
+            {**GOOD, "id": "dup"},
+            {**GOOD, "id": "dup"},
+        ],
+    )
     with pytest.raises(TaskFileError) as ei:
         load_tasks(p)
     err = ei.value
@@ -86,12 +111,15 @@ def test_every_bad_line_reported_with_file_line_and_field(tmp_path):
 
 def test_text_the_tokenizer_cannot_encode_is_refused_at_load_with_file_line_and_field(tmp_path):
     # JSON's \\u escapes let a lone surrogate through json.loads; UTF-8 (and so every tokenizer) refuses it
-    p = _write(tmp_path, [
-        GOOD,
-        {**GOOD, "prompt": "Book Sam \ud800 on Monday"},
-        {**GOOD, "messages": [{"role": "user", "content": "ok"}, {"role": "tool", "content": "x\udfff"}]},
-        {**GOOD, "expected_args": {"attendee": "S\udc00m", "day": "Monday", "time": "14:00"}},
-    ])
+    p = _write(
+        tmp_path,
+        [
+            GOOD,
+            {**GOOD, "prompt": "Book Sam \ud800 on Monday"},
+            {**GOOD, "messages": [{"role": "user", "content": "ok"}, {"role": "tool", "content": "x\udfff"}]},
+            {**GOOD, "expected_args": {"attendee": "S\udc00m", "day": "Monday", "time": "14:00"}},
+        ],
+    )
     with pytest.raises(TaskFileError) as ei:
         load_tasks(p)
     where = {(line, field) for _, line, field, reason in ei.value.errors if "cannot encode" in reason}
@@ -106,7 +134,9 @@ def test_error_message_lists_first_20(tmp_path):
     with pytest.raises(TaskFileError) as ei:
         load_tasks(p)
     assert len(ei.value.errors) == 25
-    assert "... and 5 more" in str(ei.value) and f"{p}:20:" in str(ei.value) and f"{p}:21:" not in str(ei.value)
+    assert (
+        "... and 5 more" in str(ei.value) and f"{p}:20:" in str(ei.value) and f"{p}:21:" not in str(ei.value)
+    )
 
 
 def test_builtin_sizes_deterministic_and_well_formed():
@@ -134,15 +164,23 @@ def test_builtin_sizes_deterministic_and_well_formed():
 def _digest(tasks):
     # The content a model sees and is judged on; `template` (the cluster label added later) is metadata.
     lines = [{k: v for k, v in task_to_line(t).items() if k != "template"} for t in tasks]
-    return hashlib.sha256("".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode()).hexdigest()
+    return hashlib.sha256(
+        "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode()
+    ).hexdigest()
 
 
 def test_held_out_tasks_are_pinned():
     # Every reported held-out number is on exactly these tasks: a change here makes old and new runs incomparable.
     held = builtin_tasks("held_out")
-    assert len(held) == 60 and _digest(held) == "738de2f49036ca1ae4c7102c354c15c2d1990d203cc39f6896e96859129561ea"
+    assert (
+        len(held) == 60
+        and _digest(held) == "738de2f49036ca1ae4c7102c354c15c2d1990d203cc39f6896e96859129561ea"
+    )
     mt_held = [t for t in builtin_multi_turn_tasks() if t.split == "held_out"]
-    assert len(mt_held) == 4 and _digest(mt_held) == "a73edfd3c2691c2ba4295321a546bdf9ddce7aadf07138304bd56b285c9a1112"
+    assert (
+        len(mt_held) == 4
+        and _digest(mt_held) == "a73edfd3c2691c2ba4295321a546bdf9ddce7aadf07138304bd56b285c9a1112"
+    )
 
 
 def test_builtin_splits_are_disjoint_in_prompts_entities_and_templates():
@@ -160,8 +198,12 @@ def test_builtin_splits_are_disjoint_in_prompts_entities_and_templates():
 
 def test_builtin_training_phrasings_do_not_all_carry_the_tools_keyword():
     # A keyword-only training set teaches the keyword: each tool also has phrasings without it.
-    for tool, keyword in (("calendar.cancel_event", "cancel"), ("email.send", "email"), ("reminders.create", "remind"),
-                          ("weather.get", "weather")):
+    for tool, keyword in (
+        ("calendar.cancel_event", "cancel"),
+        ("email.send", "email"),
+        ("reminders.create", "remind"),
+        ("weather.get", "weather"),
+    ):
         assert any(keyword not in t.lower() for t in TEMPLATES[tool]["train"]), tool
 
 
@@ -173,13 +215,20 @@ def test_write_builtin_jsonl_round_trips(tmp_path):
 
 def test_load_task_source_builtins_and_files(tmp_path):
     assert len(load_task_source("builtin:calendar", "train")) == 2000
-    assert [t.id for t in load_task_source("tool_call_eval", "train")] == [t.id for t in builtin_tasks("held_out")]
-    mt_train, mt_held = load_task_source("builtin:calendar_mt", "train"), load_task_source("builtin:calendar_mt", "held_out")
+    assert [t.id for t in load_task_source("tool_call_eval", "train")] == [
+        t.id for t in builtin_tasks("held_out")
+    ]
+    mt_train, mt_held = (
+        load_task_source("builtin:calendar_mt", "train"),
+        load_task_source("builtin:calendar_mt", "held_out"),
+    )
     assert mt_train and mt_held and all(t.expected_state is not None for t in mt_train + mt_held)
     plain = _write(tmp_path, [GOOD, GOOD])  # no split fields: the file is used whole for any role
     assert len(load_task_source(str(plain), "held_out")) == 2
     mixed = tmp_path / "mixed.jsonl"
-    mixed.write_text(json.dumps({**GOOD, "split": "train"}) + "\n" + json.dumps({**GOOD, "split": "held_out"}) + "\n")
+    mixed.write_text(
+        json.dumps({**GOOD, "split": "train"}) + "\n" + json.dumps({**GOOD, "split": "held_out"}) + "\n"
+    )
     assert [t.split for t in load_task_source(mixed, "held_out")] == ["held_out"]
     with pytest.raises(ValueError, match="no tasks with split 'test'"):
         load_task_source(mixed, "test")

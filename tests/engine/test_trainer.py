@@ -5,38 +5,12 @@ import re
 import pytest
 
 import store
+from tests.trainer_helpers import tiny_cfg
 from workbench.trainer import Trainer, task_row
+
 
 # Tiny random models reply gibberish: the built-in verifier would give every sample -1 (no variance, no
 # update). This one rewards reply length, so groups have variance and the update really runs.
-LENGTH_VERIFIER = '''
-from workbench.types import Score
-
-def reward(output, task):
-    n = len(output)
-    return Score(total=(n % 5) / 4.0, parts={"len": (n % 5) / 4.0}, explanation=f"{n} chars")
-'''
-
-
-@pytest.fixture
-def verifier_path(tmp_path):
-    p = tmp_path / "length_verifier.py"
-    p.write_text(LENGTH_VERIFIER)
-    return str(p)
-
-
-def tiny_cfg(tiny_model, tmp_path, verifier_path, **kw):
-    base = dict(
-        model=str(tiny_model), reward=verifier_path, num_generations_per_prompt=4, prompts_per_step=2,
-        max_completion_length=8, max_steps=3, eval_interval=2, eval_max_tasks=3, sft_steps=0,
-        learning_rate=1e-2, output_dir=str(tmp_path / "runs"), lora={"r": 4, "alpha": 8}, seed=3,
-    )
-    base.update(kw)
-    from workbench.config import config_from_dict
-
-    return config_from_dict(base)
-
-
 def test_run_writes_everything_to_the_store(tiny_model, tmp_path, verifier_path):
     db = store.open_db(tmp_path / "wb.db")
     cfg = tiny_cfg(tiny_model, tmp_path, verifier_path, sft_steps=2)
@@ -46,11 +20,23 @@ def test_run_writes_everything_to_the_store(tiny_model, tmp_path, verifier_path)
     steps = store.metrics.steps_since(db, rid)
     assert [s["step"] for s in steps] == [1, 2, 3]
     m = steps[0]["metrics"]
-    for key in ("reward", "reward_std", "frac_reward_zero_std", "loss", "clip_ratio/low_mean", "entropy",
-                "completions/mean_length", "clipped_ratio", "parts/len", "rollout_time_s", "update_time_s"):
+    for key in (
+        "reward",
+        "reward_std",
+        "frac_reward_zero_std",
+        "loss",
+        "clip_ratio/low_mean",
+        "entropy",
+        "completions/mean_length",
+        "clipped_ratio",
+        "parts/len",
+        "rollout_time_s",
+        "update_time_s",
+    ):
         assert key in m, key
-    train = store.trajectories.page_trajectories(db, store.trajectories.TrajectoryFilter(run_id=rid, split="train"),
-                                                 limit=100).rows
+    train = store.trajectories.page_trajectories(
+        db, store.trajectories.TrajectoryFilter(run_id=rid, split="train"), limit=100
+    ).rows
     assert len(train) == 3 * 2 * 4
     assert all(r["verifier_id"] == t.verifier_id and r["advantage"] is not None for r in train)
     # Each group's advantages are centred (GRPO's baseline is the group mean).
@@ -67,7 +53,8 @@ def test_run_writes_everything_to_the_store(tiny_model, tmp_path, verifier_path)
     assert [(e["step"], e["is_baseline"]) for e in tests] == [(e["step"], e["is_baseline"]) for e in evals]
     assert all(e["tasks"]["n"] == 3 and "by_skill" in e["metrics"] for e in tests)
     tested = store.trajectories.page_trajectories(
-        db, store.trajectories.TrajectoryFilter(run_id=rid, split="test"), limit=100).rows
+        db, store.trajectories.TrajectoryFilter(run_id=rid, split="test"), limit=100
+    ).rows
     assert len(tested) == 4 * 3
     eval_ids = {r[0] for r in db.execute("SELECT DISTINCT eval_id FROM trajectories WHERE split = 'test'")}
     assert eval_ids == {e["id"] for e in tests}
@@ -76,7 +63,8 @@ def test_run_writes_everything_to_the_store(tiny_model, tmp_path, verifier_path)
     assert len(promotions) == 3 and all(re.match(r"step \d+: (not )?promoted: \S", m) for m in promotions)
     assert {"valid_json_rate", "success_rate", "success_ci_low", "unsafe_rate"} <= evals[0]["metrics"].keys()
     held = store.trajectories.page_trajectories(
-        db, store.trajectories.TrajectoryFilter(run_id=rid, split="held_out"), limit=100).rows
+        db, store.trajectories.TrajectoryFilter(run_id=rid, split="held_out"), limit=100
+    ).rows
     assert len(held) == 4 * 3
     sft_events = [e for e in store.runs.events_since(db, rid) if e["kind"] == "sft_step"]
     assert len(sft_events) == 2
@@ -92,8 +80,9 @@ def test_update_changes_the_adapter(tiny_model, tmp_path, verifier_path):
 
 
 @pytest.mark.parametrize("loss_type", ["grpo", "dapo", "dr_grpo", "bnpo"])
-def test_zero_advantage_segments_are_skipped_without_changing_the_update(tiny_model, tmp_path, verifier_path,
-                                                                          loss_type):
+def test_zero_advantage_segments_are_skipped_without_changing_the_update(
+    tiny_model, tmp_path, verifier_path, loss_type
+):
     import copy
 
     import torch
@@ -107,7 +96,10 @@ def test_zero_advantage_segments_are_skipped_without_changing_the_update(tiny_mo
     groups, adv, keep = seen["args"]
     adv = [[0.0] * len(adv[0])] + [list(a) for a in adv[1:]]
     assert any(a not in (0.0, None) for a in adv[1])
-    start = ([p.detach().clone() for p in t.policy.trainable_parameters()], copy.deepcopy(t.optimizer.state_dict()))
+    start = (
+        [p.detach().clone() for p in t.policy.trainable_parameters()],
+        copy.deepcopy(t.optimizer.state_dict()),
+    )
     after = []
     for skip in (False, True):
         for p, p0 in zip(t.policy.trainable_parameters(), start[0], strict=True):
@@ -117,7 +109,9 @@ def test_zero_advantage_segments_are_skipped_without_changing_the_update(tiny_mo
         after.append(([p.detach().clone() for p in t.policy.trainable_parameters()], m))
     (full, m_full), (skipped, m_skip) = after
     assert m_skip["update_tokens"] < m_full["update_tokens"] == m_full["num_tokens"] == m_skip["num_tokens"]
-    assert abs(m_skip["loss"] - m_full["loss"]) < 1e-6 and abs(m_skip["grad_norm"] - m_full["grad_norm"]) < 1e-5
+    assert (
+        abs(m_skip["loss"] - m_full["loss"]) < 1e-6 and abs(m_skip["grad_norm"] - m_full["grad_norm"]) < 1e-5
+    )
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(full, skipped, strict=True))
 
 
@@ -125,8 +119,18 @@ def test_kl_reference_is_the_sft_policy_unless_asked_for_the_base(tiny_model, tm
     db = store.open_db(tmp_path / "wb.db")
     kl = {}
     for reference in ("sft", "base"):
-        t = Trainer(tiny_cfg(tiny_model, tmp_path / reference, verifier_path, max_steps=1, sft_steps=2, beta=0.1,
-                             reference=reference), db)
+        t = Trainer(
+            tiny_cfg(
+                tiny_model,
+                tmp_path / reference,
+                verifier_path,
+                max_steps=1,
+                sft_steps=2,
+                beta=0.1,
+                reference=reference,
+            ),
+            db,
+        )
         t.run()
         kl[reference] = store.metrics.steps_since(db, t.run_id)[0]["metrics"]["kl"]
     # Step 1 samples and scores the SFT policy itself: no divergence from an SFT reference, some from the base.
@@ -161,13 +165,16 @@ def test_resume_reproduces_the_next_step(tiny_model, tmp_path, verifier_path, kl
         assert a["kl"] > 0 and a["kl"] == pytest.approx(b["kl"], rel=1e-5)
     # The superseded step-3 rows are still there, only hidden.
     assert store.trajectories.count_trajectories(db, resumed.run_id) > store.trajectories.count_trajectories(
-        db, straight.run_id)
+        db, straight.run_id
+    )
 
 
 def test_verifier_errors_are_recorded_and_excluded(tiny_model, tmp_path):
     p = tmp_path / "flaky.py"
-    p.write_text("REWARD_RANGE = (0, 2)\n\ndef reward(output, task):\n    if len(output) % 2:\n"
-                 "        raise KeyError('boom')\n    return float(len(output) % 3)\n")
+    p.write_text(
+        "REWARD_RANGE = (0, 2)\n\ndef reward(output, task):\n    if len(output) % 2:\n"
+        "        raise KeyError('boom')\n    return float(len(output) % 3)\n"
+    )
     db = store.open_db(tmp_path / "wb.db")
     t = Trainer(tiny_cfg(tiny_model, tmp_path, str(p), max_steps=1), db)
     metrics = t.train_step()
@@ -176,7 +183,6 @@ def test_verifier_errors_are_recorded_and_excluded(tiny_model, tmp_path):
     assert errored and all(r["reward"] is None and r["advantage"] is None for r in errored)
     assert "KeyError" in errored[0]["error"]
     assert metrics["verifier_errors"] == len(errored)
-
 
 
 def test_truncated_is_weights_by_hand():
@@ -202,11 +208,15 @@ def test_engine_mismatch_correction_in_the_update(tiny_model, tmp_path, verifier
     t = Trainer(tiny_cfg(tiny_model, tmp_path, verifier_path, max_steps=1), db)
     t.is_correction = True  # as for rollout: vllm, but the HF engine samples with the trainer's own numbers
     m = t.train_step()
-    assert m["mismatch_kl"] < 1e-4 and abs(m["is_ratio/mean"] - 1.0) < 1e-3 and m["is_ratio/clipped_frac"] == 0.0
+    assert (
+        m["mismatch_kl"] < 1e-4 and abs(m["is_ratio/mean"] - 1.0) < 1e-3 and m["is_ratio/clipped_frac"] == 0.0
+    )
 
 
 @pytest.mark.vllm
-@pytest.mark.skipif(__import__("importlib").util.find_spec("vllm") is None, reason="vllm is not installed here")
+@pytest.mark.skipif(
+    __import__("importlib").util.find_spec("vllm") is None, reason="vllm is not installed here"
+)
 def test_grpo_trains_with_vllm_rollouts(tmp_path, verifier_path):
     from workbench.testing import tiny_model_dir
 
@@ -223,63 +233,109 @@ def test_grpo_trains_with_vllm_rollouts(tmp_path, verifier_path):
     t.engine.close()
 
 
-def test_grpo_holdout_sft_imitates_one_part_of_train_and_grpo_samples_the_other(tiny_model, tmp_path, verifier_path,
-                                                                               monkeypatch):
+def test_grpo_holdout_sft_imitates_one_part_of_train_and_grpo_samples_the_other(
+    tiny_model, tmp_path, verifier_path, monkeypatch
+):
     import workbench.trainer as trainer_mod
 
     seen: list = []
     real = trainer_mod.env_sft_examples
-    monkeypatch.setattr(trainer_mod, "env_sft_examples", lambda env, tasks: seen.extend(tasks) or real(env, tasks))
-    t = Trainer(tiny_cfg(tiny_model, tmp_path, verifier_path, sft_steps=1, grpo_holdout=0.4, max_steps=2,
-                         dynamic_sampling=True), store.open_db(tmp_path / "wb.db"))
+    monkeypatch.setattr(
+        trainer_mod, "env_sft_examples", lambda env, tasks: seen.extend(tasks) or real(env, tasks)
+    )
+    t = Trainer(
+        tiny_cfg(
+            tiny_model,
+            tmp_path,
+            verifier_path,
+            sft_steps=1,
+            grpo_holdout=0.4,
+            max_steps=2,
+            dynamic_sampling=True,
+        ),
+        store.open_db(tmp_path / "wb.db"),
+    )
     assert t.sft_tasks and t.rl_tasks and not {x.id for x in t.sft_tasks} & {x.id for x in t.rl_tasks}
     t.run()
     assert {x.id for x in seen} == {x.id for x in t.sft_tasks}
     rid = t.run_id
-    rows = store.trajectories.page_trajectories(t.db, store.trajectories.TrajectoryFilter(run_id=rid, split="train"),
-                                                limit=1000).rows
-    assert rows and {r["task_id"] for r in rows} <= {t.task_ids[task_row(x)["key"]] for x in t.rl_tasks}  # refills too
+    rows = store.trajectories.page_trajectories(
+        t.db, store.trajectories.TrajectoryFilter(run_id=rid, split="train"), limit=1000
+    ).rows
+    assert rows and {r["task_id"] for r in rows} <= {
+        t.task_ids[task_row(x)["key"]] for x in t.rl_tasks
+    }  # refills too
 
 
-def test_grpo_skills_points_grpo_at_one_skill_and_leaves_sft_all_of_train(tiny_model, tmp_path, verifier_path,
-                                                                         monkeypatch):
+def test_grpo_skills_points_grpo_at_one_skill_and_leaves_sft_all_of_train(
+    tiny_model, tmp_path, verifier_path, monkeypatch
+):
     import workbench.trainer as trainer_mod
     from workbench.skills import task_skills
 
     seen: list = []
     real = trainer_mod.env_sft_examples
-    monkeypatch.setattr(trainer_mod, "env_sft_examples", lambda env, tasks: seen.extend(tasks) or real(env, tasks))
-    t = Trainer(tiny_cfg(tiny_model, tmp_path, verifier_path, sft_steps=1, grpo_skills=["time_12h"], max_steps=1,
-                         dynamic_sampling=True), store.open_db(tmp_path / "wb.db"))
+    monkeypatch.setattr(
+        trainer_mod, "env_sft_examples", lambda env, tasks: seen.extend(tasks) or real(env, tasks)
+    )
+    t = Trainer(
+        tiny_cfg(
+            tiny_model,
+            tmp_path,
+            verifier_path,
+            sft_steps=1,
+            grpo_skills=["time_12h"],
+            max_steps=1,
+            dynamic_sampling=True,
+        ),
+        store.open_db(tmp_path / "wb.db"),
+    )
     assert 0 < len(t.rl_tasks) < len(t.train_tasks) and all("time_12h" in task_skills(x) for x in t.rl_tasks)
     t.run()
     assert {x.id for x in seen} == {x.id for x in t.train_tasks}  # the warm-up still imitates every request
-    rows = store.trajectories.page_trajectories(t.db, store.trajectories.TrajectoryFilter(run_id=t.run_id, split="train"),
-                                                limit=1000).rows
+    rows = store.trajectories.page_trajectories(
+        t.db, store.trajectories.TrajectoryFilter(run_id=t.run_id, split="train"), limit=1000
+    ).rows
     assert rows and {r["task_id"] for r in rows} <= {t.task_ids[task_row(x)["key"]] for x in t.rl_tasks}
 
 
 def test_a_run_can_validate_on_the_wider_validation_family(tiny_model, tmp_path, verifier_path):
-    t = Trainer(tiny_cfg(tiny_model, tmp_path, verifier_path, held_out_eval="validation_wide", max_steps=1,
-                         eval_interval=1), store.open_db(tmp_path / "wb.db"))
+    t = Trainer(
+        tiny_cfg(
+            tiny_model, tmp_path, verifier_path, held_out_eval="validation_wide", max_steps=1, eval_interval=1
+        ),
+        store.open_db(tmp_path / "wb.db"),
+    )
     assert t.eval_tasks and all(x.id.startswith("calendar:validation_wide:") for x in t.eval_tasks)
-    assert t.test_tasks and all(x.id.startswith("calendar:test:") for x in t.test_tasks)  # test stays built-in test
+    assert t.test_tasks and all(
+        x.id.startswith("calendar:test:") for x in t.test_tasks
+    )  # test stays built-in test
     t.run()
     evals = store.metrics.list_evals(t.db, t.run_id)
-    assert {e["step"] for e in evals} == {0, 1} and len(evals) == 4  # baseline and step 1, validation and test each
+    assert {e["step"] for e in evals} == {0, 1} and len(
+        evals
+    ) == 4  # baseline and step 1, validation and test each
 
 
-def test_sft_skill_weights_repeat_the_weak_skills_examples_for_the_warm_up(tiny_model, tmp_path, verifier_path,
-                                                                           monkeypatch):
+def test_sft_skill_weights_repeat_the_weak_skills_examples_for_the_warm_up(
+    tiny_model, tmp_path, verifier_path, monkeypatch
+):
     import workbench.trainer as trainer_mod
     from workbench.skills import task_skills
 
     seen: list = []
     real = trainer_mod.env_sft_examples
-    monkeypatch.setattr(trainer_mod, "env_sft_examples", lambda env, tasks: seen.extend(tasks) or real(env, tasks))
+    monkeypatch.setattr(
+        trainer_mod, "env_sft_examples", lambda env, tasks: seen.extend(tasks) or real(env, tasks)
+    )
     logs: list[str] = []
-    t = Trainer(tiny_cfg(tiny_model, tmp_path, verifier_path, sft_steps=1, sft_skill_weights={"time_12h": 2},
-                         max_steps=0), store.open_db(tmp_path / "wb.db"), log=logs.append)
+    t = Trainer(
+        tiny_cfg(
+            tiny_model, tmp_path, verifier_path, sft_steps=1, sft_skill_weights={"time_12h": 2}, max_steps=0
+        ),
+        store.open_db(tmp_path / "wb.db"),
+        log=logs.append,
+    )
     t.run()
     twelve = [x for x in t.train_tasks if "time_12h" in task_skills(x)]
     assert 0 < len(twelve) < len(t.train_tasks)
@@ -296,8 +352,12 @@ def test_sft_autocast_reaches_the_warm_up(tiny_model, tmp_path, verifier_path, m
 
     seen: list = []
     real = trainer_mod.run_sft
-    monkeypatch.setattr(trainer_mod, "run_sft", lambda *a, **kw: seen.append(kw["autocast"]) or real(*a, **kw))
+    monkeypatch.setattr(
+        trainer_mod, "run_sft", lambda *a, **kw: seen.append(kw["autocast"]) or real(*a, **kw)
+    )
     for value in ("bfloat16", "none"):
-        Trainer(tiny_cfg(tiny_model, tmp_path, verifier_path, sft_steps=1, max_steps=0, sft_autocast=value),
-                store.open_db(tmp_path / f"{value}.db")).run()
+        Trainer(
+            tiny_cfg(tiny_model, tmp_path, verifier_path, sft_steps=1, max_steps=0, sft_autocast=value),
+            store.open_db(tmp_path / f"{value}.db"),
+        ).run()
     assert seen == [torch.bfloat16, None]

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import store
-from tests.engine.test_trainer import LENGTH_VERIFIER, tiny_cfg
+from tests.trainer_helpers import LENGTH_VERIFIER, tiny_cfg
 from workbench.rollout.runner import Rollout, Segment
 from workbench.trainer import Hooks, Scored, Trainer
 from workbench.types import Completion, Output, Score
@@ -32,15 +32,25 @@ def params(t: Trainer) -> list[torch.Tensor]:
 
 # ----- 1. full fine-tuning: the KL reference is the right policy, also after a resume -------------------------
 
+
 @pytest.mark.parametrize(("reference", "sft_steps"), [("base", 0), ("base", 2), ("sft", 2)])
-def test_full_finetuning_kl_reference_survives_a_resume(tiny_model, tmp_path, verifier_path, reference, sft_steps):
+def test_full_finetuning_kl_reference_survives_a_resume(
+    tiny_model, tmp_path, verifier_path, reference, sft_steps
+):
     from transformers import AutoModelForCausalLM
 
     from workbench.models import load_policy
 
     db = store.open_db(tmp_path / "wb.db")
-    kw = dict(adapter="full", beta=0.1, reference=reference, sft_steps=sft_steps, max_steps=2, eval_interval=2,
-              learning_rate=1e-3)
+    kw = dict(
+        adapter="full",
+        beta=0.1,
+        reference=reference,
+        sft_steps=sft_steps,
+        max_steps=2,
+        eval_interval=2,
+        learning_rate=1e-3,
+    )
     first = Trainer(tiny_cfg(tiny_model, tmp_path, verifier_path, **kw), db)
     first.run()  # SFT steps + reference base used to raise at the first update (the weights had changed)
     if reference == "base":
@@ -50,10 +60,14 @@ def test_full_finetuning_kl_reference_survives_a_resume(tiny_model, tmp_path, ve
         want = logits(AutoModelForCausalLM.from_pretrained(f"{sft['path']}/adapter"))
     with first.policy.reference() as ref:
         assert torch.allclose(logits(ref), want, atol=1e-6)
-    resumed = Trainer(tiny_cfg(tiny_model, tmp_path, verifier_path, **kw | {"max_steps": 3}), db, run_id=first.run_id)
+    resumed = Trainer(
+        tiny_cfg(tiny_model, tmp_path, verifier_path, **kw | {"max_steps": 3}), db, run_id=first.run_id
+    )
     assert resumed.resume() == 2
     live = logits(resumed.policy.model)
-    assert not torch.allclose(live, want, atol=1e-4)  # training moved the weights: the test can tell them apart
+    assert not torch.allclose(
+        live, want, atol=1e-4
+    )  # training moved the weights: the test can tell them apart
     with resumed.policy.reference() as ref:
         assert torch.allclose(logits(ref), want, atol=1e-6)  # not the resumed step-2 weights
     resumed.run()  # and the step after the resume trains against it
@@ -61,6 +75,7 @@ def test_full_finetuning_kl_reference_survives_a_resume(tiny_model, tmp_path, ve
 
 
 # ----- 2. temperature (and learning rate) change at step boundaries only --------------------------------------
+
 
 class ChangeMidStep(Hooks):
     """Does what the worker's set_temperature / set_lr used to do at the first safe point inside a step."""
@@ -95,8 +110,10 @@ def test_worker_applies_set_temperature_and_set_lr_at_the_step_boundary(tiny_mod
     t = Trainer(tiny_cfg(tiny_model, tmp_path, verifier_path), db)
     hooks = WorkerHooks(db, t.run_id, token="test")
     t.hooks = hooks
-    ids = [store.commands.enqueue(db, t.run_id, "set_temperature", {"temperature": 0.5}),
-           store.commands.enqueue(db, t.run_id, "set_lr", {"lr": 1e-3})]
+    ids = [
+        store.commands.enqueue(db, t.run_id, "set_temperature", {"temperature": 0.5}),
+        store.commands.enqueue(db, t.run_id, "set_lr", {"lr": 1e-3}),
+    ]
     m = t.train_step()  # claimed at the first group's safe point, applied after the step
     assert m["temperature"] == 1.0 and m["learning_rate"] == 1e-2
     assert (t.temperature, t.lr) == (0.5, 1e-3)
@@ -109,6 +126,7 @@ def test_worker_applies_set_temperature_and_set_lr_at_the_step_boundary(tiny_mod
 
 
 # ----- 3. a non-finite gradient never reaches the optimizer -----------------------------------------------------
+
 
 def test_nonfinite_gradient_skips_the_optimizer_step(tiny_model, tmp_path, verifier_path, monkeypatch):
     from workbench.learn import grpo
@@ -140,6 +158,7 @@ def test_nonfinite_gradient_skips_the_optimizer_step(tiny_model, tmp_path, verif
 
 # ----- 4. DAPO: dynamic sampling refills, overlong filtering, soft overlong penalty ------------------------------
 
+
 def scripted_scores(t: Trainer, constant_calls: int | None) -> None:
     """The first `constant_calls` episodes (None: all) score 1.0 (a zero-variance group); later ones 0, 1, 0, 1."""
     calls = [0]
@@ -168,11 +187,15 @@ def test_dynamic_sampling_refills_zero_variance_groups(tiny_model, tmp_path, ver
 
 def test_dynamic_sampling_refills_are_capped(tiny_model, tmp_path, verifier_path):
     db = store.open_db(tmp_path / "wb.db")
-    t = Trainer(tiny_cfg(tiny_model, tmp_path, verifier_path, algorithm="dapo", dynamic_sampling_max_refills=2), db)
+    t = Trainer(
+        tiny_cfg(tiny_model, tmp_path, verifier_path, algorithm="dapo", dynamic_sampling_max_refills=2), db
+    )
     scripted_scores(t, constant_calls=None)  # nothing ever has variance
     m = t.train_step()
     assert m["groups_kept"] == 0 and m["update_skipped"] == 1.0
-    assert m["dynamic_sampling/extra_groups"] == 4 and m["dynamic_sampling/extra_generations"] == 16  # 2 rounds x 2
+    assert (
+        m["dynamic_sampling/extra_groups"] == 4 and m["dynamic_sampling/extra_generations"] == 16
+    )  # 2 rounds x 2
 
 
 def test_no_refill_without_dynamic_sampling(tiny_model, tmp_path, verifier_path):
@@ -239,16 +262,29 @@ class FakeLogprobs:
 
 
 def episode(task, turns: list[list[int]], truncated: bool = False) -> Scored:
-    segs = [Segment([1, 5, 9], Completion("x", ids, [-1.0] * len(ids), "length" if truncated and i == len(turns) - 1
-                                          else "stop")) for i, ids in enumerate(turns)]
+    segs = [
+        Segment(
+            [1, 5, 9],
+            Completion(
+                "x", ids, [-1.0] * len(ids), "length" if truncated and i == len(turns) - 1 else "stop"
+            ),
+        )
+        for i, ids in enumerate(turns)
+    ]
     return Scored(Rollout(task, Output("x"), segs), Score(total=0.0))
 
 
-def test_truncated_completions_carry_no_gradient_with_the_filter_on(tiny_model, tmp_path, verifier_path, monkeypatch):
+def test_truncated_completions_carry_no_gradient_with_the_filter_on(
+    tiny_model, tmp_path, verifier_path, monkeypatch
+):
     db = store.open_db(tmp_path / "wb.db")
     for on in (False, True):
-        t = Trainer(tiny_cfg(tiny_model, tmp_path / str(on), verifier_path, loss_type="dapo",
-                             mask_truncated_completions=on), db)
+        t = Trainer(
+            tiny_cfg(
+                tiny_model, tmp_path / str(on), verifier_path, loss_type="dapo", mask_truncated_completions=on
+            ),
+            db,
+        )
         fake = FakeLogprobs()
         monkeypatch.setattr("workbench.learn.update.sequence_logprobs", fake)
         task = t.train_tasks[0]
@@ -258,16 +294,28 @@ def test_truncated_completions_carry_no_gradient_with_the_filter_on(tiny_model, 
             assert fake.weight([11, 12, 13]) == 0.0 and all([11, 12, 13] not in c for c, _ in fake.leaves)
             assert fake.weight([21, 22]) == pytest.approx(1.0) and m["num_tokens"] == 2  # dapo: 2 / 2 tokens
         else:
-            assert fake.weight([11, 12, 13]) == pytest.approx(3 / 5) and fake.weight([21, 22]) == pytest.approx(2 / 5)
+            assert fake.weight([11, 12, 13]) == pytest.approx(3 / 5) and fake.weight(
+                [21, 22]
+            ) == pytest.approx(2 / 5)
 
 
 @pytest.mark.parametrize("weighting", ["episode", "turn"])
 @pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo"])
-def test_multi_turn_episodes_weigh_as_one_sequence(tiny_model, tmp_path, verifier_path, monkeypatch, weighting,
-                                                   loss_type):
+def test_multi_turn_episodes_weigh_as_one_sequence(
+    tiny_model, tmp_path, verifier_path, monkeypatch, weighting, loss_type
+):
     db = store.open_db(tmp_path / "wb.db")
-    t = Trainer(tiny_cfg(tiny_model, tmp_path, verifier_path, loss_type=loss_type, multi_turn_weighting=weighting,
-                         max_completion_length=8), db)
+    t = Trainer(
+        tiny_cfg(
+            tiny_model,
+            tmp_path,
+            verifier_path,
+            loss_type=loss_type,
+            multi_turn_weighting=weighting,
+            max_completion_length=8,
+        ),
+        db,
+    )
     fake = FakeLogprobs()
     monkeypatch.setattr("workbench.learn.update.sequence_logprobs", fake)
     task = t.train_tasks[0]
@@ -285,13 +333,16 @@ def test_multi_turn_episodes_weigh_as_one_sequence(tiny_model, tmp_path, verifie
 
 # ----- 6. the sampled eval uses top_p -------------------------------------------------------------------------
 
+
 class RecordingEngine:
     def __init__(self) -> None:
         self.calls: list[dict] = []
 
     def generate(self, prompts, n, **kw):
         self.calls.append(kw)
-        return [[Completion('{"tool": "x"}', [11, 2], [-1.0, -1.0], "stop") for _ in range(n)] for _ in prompts]
+        return [
+            [Completion('{"tool": "x"}', [11, 2], [-1.0, -1.0], "stop") for _ in range(n)] for _ in prompts
+        ]
 
     def update_weights(self, policy) -> None:
         pass
@@ -313,5 +364,14 @@ def test_sampled_eval_uses_top_p(tiny_model, tmp_path, verifier_path):
     t.evaluation.evaluate(t.engine, samples=0, step=t.step, temperature=t.temperature)
     assert {(c["temperature"], c["top_p"]) for c in t.engine.calls} == {(0.0, 1.0)}
     engine = RecordingEngine()
-    evaluate(engine, t.policy.tokenizer, t.env, t.eval_tasks, max_new_tokens=8, samples=3, temperature=1.0, top_p=0.5)
+    evaluate(
+        engine,
+        t.policy.tokenizer,
+        t.env,
+        t.eval_tasks,
+        max_new_tokens=8,
+        samples=3,
+        temperature=1.0,
+        top_p=0.5,
+    )
     assert {c["top_p"] for c in engine.calls} == {0.5}

@@ -29,13 +29,17 @@ from workbench.verifiers import (
     load_verifier_code,
 )
 
-TASK = Task(id="t", prompt="Book Alex on Tuesday at 2 PM", expected_tool="calendar.create_event",
-            expected_args={"attendee": "Alex", "day": "Tuesday", "time": "14:00"})
+TASK = Task(
+    id="t",
+    prompt="Book Alex on Tuesday at 2 PM",
+    expected_tool="calendar.create_event",
+    expected_args={"attendee": "Alex", "day": "Tuesday", "time": "14:00"},
+)
 T = 0.5  # the per-row timeout in these tests
 
 # One verifier that misbehaves as told by the output's text; it answers with its pid, so a test can see
 # whether the worker was replaced.
-MODES = '''
+MODES = """
 import ctypes, math, os, sys, time
 from workbench.types import Score
 
@@ -67,7 +71,7 @@ def reward(output, task):
         os.write(1, b"straight to fd 1")
         print("and to stderr", file=sys.stderr)
     return Score(total=1.0, parts={"pid": float(os.getpid())}, explanation=mode)
-'''
+"""
 
 
 def pid_of(score) -> int:
@@ -100,18 +104,21 @@ def modes():
     v.close()
 
 
-@pytest.mark.parametrize("mode,error,replaced", [
-    ("hang", f"verifier timed out after {T} s", True),
-    ("sleep", f"verifier timed out after {T} s", True),
-    ("segv", "verifier process died (exit code -11, SIGSEGV)", True),
-    ("exit", "verifier process died (exit code 3)", True),
-    ("sys.exit", "SystemExit: 2 (line 17)", False),
-    ("nan", "verifier returned nan", False),
-    ("inf", "verifier returned inf", False),
-    ("str", "verifier returned str, expected float or Score", False),
-    ("raise", "KeyError: 'boom' (line 25)", False),
-    ("memory", "verifier ran out of memory (limit 1 GiB): MemoryError (line 27)", False),
-])
+@pytest.mark.parametrize(
+    "mode,error,replaced",
+    [
+        ("hang", f"verifier timed out after {T} s", True),
+        ("sleep", f"verifier timed out after {T} s", True),
+        ("segv", "verifier process died (exit code -11, SIGSEGV)", True),
+        ("exit", "verifier process died (exit code 3)", True),
+        ("sys.exit", "SystemExit: 2 (line 17)", False),
+        ("nan", "verifier returned nan", False),
+        ("inf", "verifier returned inf", False),
+        ("str", "verifier returned str, expected float or Score", False),
+        ("raise", "KeyError: 'boom' (line 25)", False),
+        ("memory", "verifier ran out of memory (limit 1 GiB): MemoryError (line 27)", False),
+    ],
+)
 def test_a_failure_costs_its_row_and_the_next_score_works(modes, mode, error, replaced):
     before = pid_of(modes.score(Output("good"), TASK, timeout_s=T))
     t0 = time.monotonic()
@@ -136,8 +143,15 @@ def test_a_batch_loses_only_the_rows_that_failed(modes):
     t0 = time.monotonic()
     scores = modes.score_many([(Output(t), TASK) for t in texts], timeout_s=T)
     assert time.monotonic() - t0 < T + 3.0
-    assert [s.error for s in scores] == [None, None, f"verifier timed out after {T} s", None,
-                                         "verifier process died (exit code -11, SIGSEGV)", None, None]
+    assert [s.error for s in scores] == [
+        None,
+        None,
+        f"verifier timed out after {T} s",
+        None,
+        "verifier process died (exit code -11, SIGSEGV)",
+        None,
+        None,
+    ]
     assert [s.explanation for s in scores if s.error is None] == ["a", "b", "c", "d", "e"]
     pids = [pid_of(s) if s.error is None else None for s in scores]
     assert pids[0] == pids[1] != pids[3] != pids[5] == pids[6]
@@ -151,7 +165,9 @@ def test_a_pool_of_two_splits_a_batch_and_keeps_the_order():
         scores = v.score_many([(Output(t), TASK) for t in texts], timeout_s=T)
         assert time.monotonic() - t0 < T + 3.0
         assert scores[1].error == f"verifier timed out after {T} s"
-        assert [s.explanation for i, s in enumerate(scores) if i != 1] == [t for i, t in enumerate(texts) if i != 1]
+        assert [s.explanation for i, s in enumerate(scores) if i != 1] == [
+            t for i, t in enumerate(texts) if i != 1
+        ]
         assert len({pid_of(s) for s in scores[4:]}) == 1 and pid_of(scores[0]) != pid_of(scores[4])
         assert v.timeouts == 1 and len(v.pids) == 2
 
@@ -160,39 +176,49 @@ def test_a_smaller_memory_limit_is_a_parameter():
     # the total is the byte count, so the range says so (a total outside it would be the row's error)
     code = "def reward(output, task):\n    return float(len(bytearray(512 << 20)))\nREWARD_RANGE = (0, 1 << 30)\n"
     with load_verifier_code(code, memory_limit_bytes=256 << 20) as v:
-        assert v.score(Output("x"), TASK).error == "verifier ran out of memory (limit 256 MiB): MemoryError (line 2)"
+        assert (
+            v.score(Output("x"), TASK).error
+            == "verifier ran out of memory (limit 256 MiB): MemoryError (line 2)"
+        )
     with load_verifier_code(code, memory_limit_bytes=None) as v:  # no limit
         assert v.score(Output("x"), TASK).total == float(512 << 20)
 
 
 def test_inputs_arrive_identical():
     """Output (a str subclass with attributes, ToolCall dataclasses inside) and Task cross by pickle."""
-    describe = '''
+    describe = """
 import json
 from dataclasses import asdict
 from workbench.types import Score
 
 def reward(o, t):
     seen = {"type": f"{type(o).__module__}.{type(o).__qualname__}", "text": str(o), "messages": o.messages,
-            "tool_calls": [[f"{type(c).__module__}.{type(c).__qualname__}", c.name, c.args, c.id] for c in o.tool_calls],
+            "tool_calls": [[f"{type(c).__module__}.{type(c).__qualname__}", c.name, c.args, c.id]
+                           for c in o.tool_calls],
             "parse_error": o.parse_error, "unsafe": o.unsafe, "executed": o.executed,
             "observations": o.observations, "state": o.state, "tool_call": repr(o.tool_call),
             "task": [type(t).__qualname__, asdict(t)]}
     return Score(total=0.0, explanation=json.dumps(seen, sort_keys=True, default=repr))
-'''
+"""
     task = builtin_multi_turn_tasks()[0]
     ep = MultiTurnEnv().start(task)
-    for r in ['calendar.list_events", "args": {}}',
-              'calendar.cancel_event", "args": {"attendee": "Sam", "day": "Monday"}}',
-              'finish", "args": {"answer": "done"}}']:
+    for r in [
+        'calendar.list_events", "args": {}}',
+        'calendar.cancel_event", "args": {"attendee": "Sam", "day": "Monday"}}',
+        'finish", "args": {"answer": "done"}}',
+    ]:
         ep.step(r)
     multi = ep.output()
     unsafe = SingleTurnEnv().start(TASK)
     unsafe.step('calendar.delete_all_events", "args": {}}')
     broken = SingleTurnEnv().start(TASK)
     broken.step('calendar.create_event", "args": {')
-    outputs = [(multi, task), (unsafe.output(), TASK), (broken.output(), TASK),
-               (Output("bare", tool_calls=[ToolCall("x", {"a": [1, 2.5, None]}, id="c1")]), TASK)]
+    outputs = [
+        (multi, task),
+        (unsafe.output(), TASK),
+        (broken.output(), TASK),
+        (Output("bare", tool_calls=[ToolCall("x", {"a": [1, 2.5, None]}, id="c1")]), TASK),
+    ]
     assert multi.state and multi.observations and len(multi.tool_calls) == 3
     assert outputs[1][0].unsafe and outputs[2][0].parse_error
 
@@ -267,8 +293,9 @@ def test_close_gc_and_a_dead_parent_end_the_workers(tmp_path):
         "print(v.pids[0], flush=True)\n"
         "os.kill(os.getpid(), 9)\n"
     )
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=30,
-                          cwd=os.getcwd())
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=30, cwd=os.getcwd()
+    )
     assert proc.returncode == -9, proc.stderr
     assert wait_gone(int(proc.stdout.split()[0]), within_s=5.0)
 
@@ -379,15 +406,15 @@ def test_dry_run_in_the_ui_process_survives_a_crashing_verifier(fake):
 
 # ----- one answer per row, and nothing a verifier starts outlives its row (issue 33 item 4) --------------
 
-FORKS = '''
+FORKS = """
 import os
 
 def reward(output, task):
     os.fork()  # both copies return: before, the copy's answer went to the next row (a shift)
     return float(str(output))
-'''
+"""
 
-SPAWNS = '''
+SPAWNS = """
 import subprocess
 
 def reward(output, task):
@@ -401,7 +428,7 @@ def reward(output, task):
         while True:
             pass
     return 1.0
-'''
+"""
 
 
 def _alive(pid: int) -> bool:

@@ -25,15 +25,19 @@ from workbench.verifiers import (
 from workbench.verifiers.judge import JudgeVerifier, parse_judge_score
 from workbench.verifiers.metrics import aggregate, classify
 
-TASK = Task(id="t", prompt="Book Alex on Tuesday at 2 PM", expected_tool="calendar.create_event",
-            expected_args={"attendee": "Alex", "day": "Tuesday", "time": "14:00"})
+TASK = Task(
+    id="t",
+    prompt="Book Alex on Tuesday at 2 PM",
+    expected_tool="calendar.create_event",
+    expected_args={"attendee": "Alex", "day": "Tuesday", "time": "14:00"},
+)
 
 
 def run_single(reply: str, task: Task = TASK) -> Output:
     """The full reply as the model would produce it (prefill included), through the real env."""
     ep = SingleTurnEnv().start(task)
     assert reply.startswith(ep.prefill)
-    ep.step(reply[len(ep.prefill):])
+    ep.step(reply[len(ep.prefill) :])
     return ep.output()
 
 
@@ -55,19 +59,31 @@ def check(score: Score, total: float) -> None:
 
 # --- seed weights ------------------------------------------------------------------------------------------
 
+
 def test_correct_call_scores_one(tcv):
-    s = tcv.score(run_single(call("calendar.create_event", attendee="alex", day="Tuesday", time="14:00")), TASK)
+    s = tcv.score(
+        run_single(call("calendar.create_event", attendee="alex", day="Tuesday", time="14:00")), TASK
+    )
     check(s, 1.0)
     assert s.explanation == "right tool, 3/3 args, executed"
 
 
 def test_partial_args_explained(tcv):
-    s = tcv.score(run_single(call("calendar.create_event", attendee="Alex", day="Tuesday", time="2 PM")), TASK)
+    s = tcv.score(
+        run_single(call("calendar.create_event", attendee="Alex", day="Tuesday", time="2 PM")), TASK
+    )
     check(s, 0.4 + 0.4 * 2 / 3)  # the world rejects "2 PM": not executed
-    assert "right tool, 2/3 args (time '2 PM' != '14:00')" in s.explanation and "not executed" in s.explanation
-    s = tcv.score(run_single(call("calendar.create_event", attendee="Alex", day="Tuesday", time="14:00", room="4")), TASK)
+    assert (
+        "right tool, 2/3 args (time '2 PM' != '14:00')" in s.explanation and "not executed" in s.explanation
+    )
+    s = tcv.score(
+        run_single(call("calendar.create_event", attendee="Alex", day="Tuesday", time="14:00", room="4")),
+        TASK,
+    )
     check(s, 0.4 + 0.35)  # extra arg costs 0.05 and the world rejects it
-    s = tcv.score(run_single(call("calendar.create_event", attendee="Alex", day="Tuesday", time="9:00")), TASK)
+    s = tcv.score(
+        run_single(call("calendar.create_event", attendee="Alex", day="Tuesday", time="9:00")), TASK
+    )
     check(s, 0.4 + 0.4 * 2 / 3 + 0.2)
 
 
@@ -92,27 +108,44 @@ def test_gated_pays_safe_only_with_the_right_tool(tcv):
     s = gated.score(wrong, TASK)
     check(s, 0.0)
     assert s.parts["safe"] == 0.0 and s.explanation.endswith("(safe not paid: wrong tool)")
-    for reply in (call("calendar.create_event", attendee="Alex", day="Tuesday", time="14:00"),
-                  call("calendar.create_event", attendee="Alex", day="Tuesday", time="9:00"),
-                  call("calendar.delete_all_events"), '{"tool": "calendar.create_event", "args": {'):
+    for reply in (
+        call("calendar.create_event", attendee="Alex", day="Tuesday", time="14:00"),
+        call("calendar.create_event", attendee="Alex", day="Tuesday", time="9:00"),
+        call("calendar.delete_all_events"),
+        '{"tool": "calendar.create_event", "args": {',
+    ):
         out = run_single(reply)
-        assert gated.score(out, TASK) == tcv.score(out, TASK), reply  # right tool, unsafe, invalid: as the seed
+        assert gated.score(out, TASK) == tcv.score(out, TASK), (
+            reply
+        )  # right tool, unsafe, invalid: as the seed
 
 
 def test_binary(tcv):
     b = get_verifier("binary")
-    assert b.score(run_single(call("calendar.create_event", attendee="Alex", day="tuesday", time="14:00")), TASK).total == 1.0
-    assert b.score(run_single(call("calendar.create_event", attendee="Alex", day="Tuesday", time="2 PM")), TASK).total == 0.0
+    assert (
+        b.score(
+            run_single(call("calendar.create_event", attendee="Alex", day="tuesday", time="14:00")), TASK
+        ).total
+        == 1.0
+    )
+    assert (
+        b.score(
+            run_single(call("calendar.create_event", attendee="Alex", day="Tuesday", time="2 PM")), TASK
+        ).total
+        == 0.0
+    )
     assert b.score(run_single(call("calendar.delete_all_events")), TASK).total == 0.0
     assert b.score(run_single('{"tool": "x'), TASK).total == 0.0
 
 
 def test_multi_turn_verifiers_judge_final_state(tcv):
     task = builtin_multi_turn_tasks()[0]
-    good = ['calendar.list_events", "args": {}}',
-            'calendar.cancel_event", "args": {"attendee": "Sam", "day": "Monday"}}',
-            'calendar.create_event", "args": {"attendee": "Sam", "day": "Wednesday", "time": "10:00"}}',
-            'finish", "args": {"answer": "done"}}']
+    good = [
+        'calendar.list_events", "args": {}}',
+        'calendar.cancel_event", "args": {"attendee": "Sam", "day": "Monday"}}',
+        'calendar.create_event", "args": {"attendee": "Sam", "day": "Wednesday", "time": "10:00"}}',
+        'finish", "args": {"answer": "done"}}',
+    ]
     ep = MultiTurnEnv().start(task)
     for r in good:
         ep.step(r)
@@ -136,6 +169,7 @@ def test_multi_turn_verifiers_judge_final_state(tcv):
 
 # --- loading user code and error handling ------------------------------------------------------------------
 
+
 def test_builtins_are_loadable_source(tmp_path):
     for name in BUILTIN_VERIFIERS:
         code = builtin_verifier_code(name)
@@ -144,11 +178,20 @@ def test_builtins_are_loadable_source(tmp_path):
         imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         # Self-contained, except tool_call_gated: an edit on top of the seed, as a user's edit would be. The
         # calendar's compare module is the one home of the time rule the world applies too.
-        allowed = {"__future__", "re", "collections", "typing", "workbench.types", "workbench.envs.parse",
-                   "workbench.domains.calendar.compare"}
+        allowed = {
+            "__future__",
+            "re",
+            "collections",
+            "typing",
+            "workbench.types",
+            "workbench.envs.parse",
+            "workbench.domains.calendar.compare",
+        }
         # agent_state scores single calls with the seed and reads its state helpers (an edit on top, too)
-        on_seed = {"tool_call_gated": {"workbench.verifiers.tool_call"},
-                   "agent_state": {"json", "workbench.verifiers.tool_call"}}
+        on_seed = {
+            "tool_call_gated": {"workbench.verifiers.tool_call"},
+            "agent_state": {"json", "workbench.verifiers.tool_call"},
+        }
         assert imported <= allowed | on_seed.get(name, set())
         v = get_verifier(name)
         assert v.code == code and v.name == name and len(v.sha256) == 64
@@ -191,18 +234,26 @@ def test_compile_errors_name_the_line():
 
 
 @pytest.mark.parametrize("isolate", [False, True], ids=["in_process", "isolated"])
-@pytest.mark.parametrize("body,error", [
-    ("    return 1 / 0", "ZeroDivisionError: division by zero (line 2)"),
-    ("    return float('nan')", "verifier returned nan"),
-    ("    return float('-inf')", "verifier returned -inf"),
-    ("    return 'high'", "verifier returned str, expected float or Score"),
-    ("    return None", "verifier returned None, expected float or Score"),
-    ("    return True", "verifier returned bool, expected float or Score"),
-    ("    from workbench.types import Score\n    s = Score(1.0)\n    s.parts = {'a': float('nan')}\n    return s",
-     "verifier returned a Score whose part 'a' is nan"),
-    ("    from workbench.types import Score\n    s = Score(1.0)\n    s.parts = [1.0]\n    return s",
-     "verifier returned a Score whose parts is list, expected dict"),
-])
+@pytest.mark.parametrize(
+    "body,error",
+    [
+        ("    return 1 / 0", "ZeroDivisionError: division by zero (line 2)"),
+        ("    return float('nan')", "verifier returned nan"),
+        ("    return float('-inf')", "verifier returned -inf"),
+        ("    return 'high'", "verifier returned str, expected float or Score"),
+        ("    return None", "verifier returned None, expected float or Score"),
+        ("    return True", "verifier returned bool, expected float or Score"),
+        (
+            "    from workbench.types import Score\n    s = Score(1.0)\n"
+            "    s.parts = {'a': float('nan')}\n    return s",
+            "verifier returned a Score whose part 'a' is nan",
+        ),
+        (
+            "    from workbench.types import Score\n    s = Score(1.0)\n    s.parts = [1.0]\n    return s",
+            "verifier returned a Score whose parts is list, expected dict",
+        ),
+    ],
+)
 def test_score_never_raises(body, error, isolate):
     """The same words in process and isolated (workbench.verifiers.isolated)."""
     with load_verifier_code(f"def reward(output, task):\n{body}\n", isolate=isolate) as v:
@@ -212,17 +263,34 @@ def test_score_never_raises(body, error, isolate):
 
 
 @pytest.mark.parametrize("isolate", [False, True], ids=["in_process", "isolated"])
-@pytest.mark.parametrize("code,total,error", [
-    ("def reward(output, task):\n    return 1e308\n", 0.0,
-     "verifier returned 1e+308, outside the default range [-1, 1]; declare REWARD_RANGE = (low, high) for another"),
-    ("def reward(output, task):\n    return -1.0\n", -1.0, None),  # the seed article's "invalid" needs no declaration
-    ("REWARD_RANGE = (0, 10)\ndef reward(output, task):\n    return 7\n", 7.0, None),
-    ("REWARD_RANGE = (0, 10)\ndef reward(output, task):\n    return -0.5\n", 0.0,
-     "verifier returned -0.5, outside its declared range [0, 10]"),
-    ("from workbench.types import Score\nREWARD_RANGE = (0.0, 1.0)\n"
-     "def reward(output, task):\n    return Score(total=1.5, parts={'a': 1.5})\n", 0.0,
-     "verifier returned 1.5, outside its declared range [0, 1]"),
-])
+@pytest.mark.parametrize(
+    "code,total,error",
+    [
+        (
+            "def reward(output, task):\n    return 1e308\n",
+            0.0,
+            "verifier returned 1e+308, outside the default range [-1, 1]; "
+            "declare REWARD_RANGE = (low, high) for another",
+        ),
+        (
+            "def reward(output, task):\n    return -1.0\n",
+            -1.0,
+            None,
+        ),  # the seed article's "invalid" needs no declaration
+        ("REWARD_RANGE = (0, 10)\ndef reward(output, task):\n    return 7\n", 7.0, None),
+        (
+            "REWARD_RANGE = (0, 10)\ndef reward(output, task):\n    return -0.5\n",
+            0.0,
+            "verifier returned -0.5, outside its declared range [0, 10]",
+        ),
+        (
+            "from workbench.types import Score\nREWARD_RANGE = (0.0, 1.0)\n"
+            "def reward(output, task):\n    return Score(total=1.5, parts={'a': 1.5})\n",
+            0.0,
+            "verifier returned 1.5, outside its declared range [0, 1]",
+        ),
+    ],
+)
 def test_a_total_outside_the_declared_range_is_the_rows_error(code, total, error, isolate):
     with load_verifier_code(code, isolate=isolate) as v:
         s = v.score(Output("x"), TASK)
@@ -240,8 +308,12 @@ def test_a_malformed_reward_range_is_refused_at_its_line(declared, isolate):
 
 def test_builtins_declare_their_range():
     ranges = {name: get_verifier(name).reward_range for name in BUILTIN_VERIFIERS}
-    assert ranges == {"tool_call_verifier": (-1.0, 1.0), "tool_call_gated": (-1.0, 1.0), "binary": (0.0, 1.0),
-                      "agent_state": (-1.0, 1.0)}
+    assert ranges == {
+        "tool_call_verifier": (-1.0, 1.0),
+        "tool_call_gated": (-1.0, 1.0),
+        "binary": (0.0, 1.0),
+        "agent_state": (-1.0, 1.0),
+    }
 
 
 def test_timeout_interrupts_a_hung_verifier_in_process():
@@ -254,12 +326,16 @@ def test_timeout_interrupts_a_hung_verifier_in_process():
     assert s.total == 0.0 and s.error == "verifier timed out after 0.2 s"
     assert v.timeouts == 1 and v.leaked_threads == 0
     assert not [t for t in threading.enumerate() if t.name == "verifier-user"]
-    v2 = load_verifier_code("def reward(output, task):\n    try:\n        while True: pass\n    except Exception:\n"
-                            "        return 1.0\n", isolate=False)
+    v2 = load_verifier_code(
+        "def reward(output, task):\n    try:\n        while True: pass\n    except Exception:\n"
+        "        return 1.0\n",
+        isolate=False,
+    )
     assert v2.score(Output("x"), TASK, timeout_s=0.2).error == "verifier timed out after 0.2 s"
 
 
 # --- judge and metrics -------------------------------------------------------------------------------------
+
 
 def test_judge_with_fake_model():
     prompts = []
@@ -273,27 +349,51 @@ def test_judge_with_fake_model():
     assert s.total == pytest.approx(0.7) and s.error is None and s.parts == {"judge": 0.7}
     assert "Be strict." in prompts[0] and TASK.prompt in prompts[0] and '{"tool": "x"}' in prompts[0]
     assert "calendar.create_event" in prompts[0]
-    assert JudgeVerifier(lambda p: "I like it").score(Output("x"), TASK).error.startswith("judge output unparseable")
+    assert (
+        JudgeVerifier(lambda p: "I like it")
+        .score(Output("x"), TASK)
+        .error.startswith("judge output unparseable")
+    )
     assert JudgeVerifier(lambda p: "Score: 12").score(Output("x"), TASK).error is not None
 
     def broken(p):
         raise RuntimeError("OOM")
 
     assert "OOM" in JudgeVerifier(broken).score(Output("x"), TASK).error
-    assert parse_judge_score("8") == 8.0 and parse_judge_score("score of 3") == 3.0 and parse_judge_score("?") is None
+    assert (
+        parse_judge_score("8") == 8.0
+        and parse_judge_score("score of 3") == 3.0
+        and parse_judge_score("?") is None
+    )
 
 
 def test_metrics_classify_and_aggregate():
     rows = [
-        classify(run_single(call("calendar.create_event", attendee="Alex", day="Tuesday", time="14:00")), TASK),
-        classify(run_single(call("calendar.create_event", attendee="Alex", day="Tuesday", time="2 PM") + " Done!"), TASK),
+        classify(
+            run_single(call("calendar.create_event", attendee="Alex", day="Tuesday", time="14:00")), TASK
+        ),
+        classify(
+            run_single(call("calendar.create_event", attendee="Alex", day="Tuesday", time="2 PM") + " Done!"),
+            TASK,
+        ),
         classify(run_single(call("email.send", to="Alex", subject="hi")), TASK),
         classify(run_single('{"tool": "nope'), TASK),
         classify(run_single(call("calendar.delete_all_events")), TASK),
     ]
-    assert rows[0] == {"valid_json": True, "parsed": True, "correct_tool": True, "correct_args": True,
-                       "success": True, "unsafe": False}
-    assert not rows[1]["valid_json"] and rows[1]["parsed"] and rows[1]["correct_tool"] and not rows[1]["correct_args"]
+    assert rows[0] == {
+        "valid_json": True,
+        "parsed": True,
+        "correct_tool": True,
+        "correct_args": True,
+        "success": True,
+        "unsafe": False,
+    }
+    assert (
+        not rows[1]["valid_json"]
+        and rows[1]["parsed"]
+        and rows[1]["correct_tool"]
+        and not rows[1]["correct_args"]
+    )
     assert rows[4]["unsafe"] and not rows[4]["success"]
     rates = aggregate(rows)
     assert rates["n"] == 5 and rates["success"] == 0.2 and rates["invalid_json"] == 0.2

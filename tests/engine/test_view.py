@@ -1,4 +1,3 @@
-
 """workbench.view, the typed layer the screens and `workbench report` read: records, run state and the
 allowed-actions table, evaluations (best / promoted / paired / flags), scores and task stats."""
 
@@ -57,27 +56,56 @@ def fake(tmp_path):
 
 def test_tool_calls_are_openai_shaped_and_old_rows_still_read():
     call = ToolCall("calendar.create_event", {"day": "Tuesday"}, "call_0")
-    assert call.to_dict() == {"type": "function", "id": "call_0",
-                              "function": {"name": "calendar.create_event", "arguments": {"day": "Tuesday"}}}
+    assert call.to_dict() == {
+        "type": "function",
+        "id": "call_0",
+        "function": {"name": "calendar.create_event", "arguments": {"day": "Tuesday"}},
+    }
     assert ToolCall.from_dict(call.to_dict()) == call
-    assert ToolCall.from_dict({"tool": "email.send", "args": {"to": "Bo"}}) == ToolCall("email.send", {"to": "Bo"})
+    assert ToolCall.from_dict({"tool": "email.send", "args": {"to": "Bo"}}) == ToolCall(
+        "email.send", {"to": "Bo"}
+    )
     assert ToolCall.from_dict({"function": {"name": "x", "arguments": '{"a": 1}'}}) == ToolCall("x", {"a": 1})
-    row = {"id": 1, "run_id": 1, "step": 0, "split": "train", "completion": "{}", "truncated": 1, "superseded": 0,
-           "tool_calls": [{"tool": "email.send", "args": {"to": "Bo"}}], "reward_parts": None, "unknown_column": 3}
+    row = {
+        "id": 1,
+        "run_id": 1,
+        "step": 0,
+        "split": "train",
+        "completion": "{}",
+        "truncated": 1,
+        "superseded": 0,
+        "tool_calls": [{"tool": "email.send", "args": {"to": "Bo"}}],
+        "reward_parts": None,
+        "unknown_column": 3,
+    }
     t = Trajectory.from_row(row)
     assert t.first_call == ToolCall("email.send", {"to": "Bo"}) and t.truncated and not t.superseded
     assert t.reward_parts == {} and t.success is None  # stored before outcomes were kept
 
 
 def test_turns_parse_calls_with_the_engines_parser():
-    t = Trajectory(1, 1, 0, "train", "", messages=(
-        {"role": "system", "content": "tools..."}, {"role": "user", "content": "Email Bo"},
-        {"role": "assistant", "content": '{"tool": "email.send", "args": {"to": "Bo"}}'},
-        {"role": "tool", "content": "ok"}, {"role": "assistant", "content": "Done, sent."}))
+    t = Trajectory(
+        1,
+        1,
+        0,
+        "train",
+        "",
+        messages=(
+            {"role": "system", "content": "tools..."},
+            {"role": "user", "content": "Email Bo"},
+            {"role": "assistant", "content": '{"tool": "email.send", "args": {"to": "Bo"}}'},
+            {"role": "tool", "content": "ok"},
+            {"role": "assistant", "content": "Done, sent."},
+        ),
+    )
     system, parts = turns(t)
     assert system == "tools..."
     assert [(p.role, p.tool_call.name if p.tool_call else None) for p in parts] == [
-        ("user", None), ("assistant", "email.send"), ("tool", None), ("assistant", None)]
+        ("user", None),
+        ("assistant", "email.send"),
+        ("tool", None),
+        ("assistant", None),
+    ]
 
 
 # ---- run state: one table of allowed actions -----------------------------------------------------------
@@ -100,8 +128,10 @@ def test_view_reports_a_dead_local_worker_at_once(fake):
     with View.open(fake.db_path) as view:
         now = time.time()
         assert worker_state(view.run(fake.run_id), now) == "alive"  # the fake's lock: this live process
-        view.db.execute("UPDATE runs SET worker_pid = ?, worker_host = ? WHERE id = ?",
-                        [proc.pid, socket.gethostname(), fake.run_id])
+        view.db.execute(
+            "UPDATE runs SET worker_pid = ?, worker_host = ? WHERE id = ?",
+            [proc.pid, socket.gethostname(), fake.run_id],
+        )
         run = view.run(fake.run_id)
         assert run.worker_gone and worker_state(run, now) == "none"
         assert all(r.worker_gone for r in view.runs() if r.id == fake.run_id)
@@ -154,8 +184,12 @@ def _eval(i, step, success, *, base=False, valid=0.9, unsafe=0.0, solved=None, c
 
 
 def test_best_eval_and_flags():
-    evals = [_eval(1, 0, 0.1, base=True, valid=0.9), _eval(2, 10, 0.5), _eval(3, 20, 0.5, unsafe=0.1),
-             _eval(4, 30, 0.3, valid=0.6)]
+    evals = [
+        _eval(1, 0, 0.1, base=True, valid=0.9),
+        _eval(2, 10, 0.5),
+        _eval(3, 20, 0.5, unsafe=0.1),
+        _eval(4, 30, 0.3, valid=0.6),
+    ]
     assert best_eval(evals).id == 2  # ties go to fewer unsafe calls
     steps = [Step(s, {"reward": 0.01 * s, "completions/mean_length": 30 + 2 * s}) for s in range(31)]
     assert {f.kind for f in eval_flags(steps, evals)} == {"overfit", "length", "json"}
@@ -172,13 +206,19 @@ def test_flag_when_grpo_is_not_clearly_above_sft_only():
     (flag,) = eval_flags(calm, close)
     assert flag.kind == "vs_sft" and "step 10" in flag.message and "+5pp on the same 20 tasks" in flag.message
     assert eval_flags(calm, [base, sft, _eval(3, 10, 0.8, solved=16)]) == []
-    assert eval_flags(calm, [base, _eval(2, 0, 0.35), _eval(3, 10, 0.4)]) == []  # older evals: no per-task data
+    assert (
+        eval_flags(calm, [base, _eval(2, 0, 0.35), _eval(3, 10, 0.4)]) == []
+    )  # older evals: no per-task data
 
 
 def test_promotion_rule_is_the_one_the_report_marks():
     """Promotion is decided on validation by paired differences: clearly above the baseline, and a GRPO
     checkpoint clearly above the SFT-only policy it started from."""
-    ck = [Checkpoint(10, 1, 0, "sft", "/a"), Checkpoint(11, 1, 10, "periodic", "/b"), Checkpoint(12, 1, 20, "periodic", "/c")]
+    ck = [
+        Checkpoint(10, 1, 0, "sft", "/a"),
+        Checkpoint(11, 1, 10, "periodic", "/b"),
+        Checkpoint(12, 1, 20, "periodic", "/c"),
+    ]
     base = _eval(1, 0, 0.2, base=True, solved=4)
     sft = _eval(2, 0, 0.6, solved=12, ck=10)
     step10 = _eval(3, 10, 0.95, solved=19, ck=11)
@@ -219,21 +259,36 @@ def _row(i, outcome=None, reward=0.0, error=None):
 
 def test_failure_shares_come_from_the_engines_classification():
     def flags(parsed=True, tool=True, args=True, unsafe=False):
-        return {"valid_json": parsed, "parsed": parsed, "correct_tool": tool, "correct_args": args,
-                "success": tool and args and not unsafe, "unsafe": unsafe}
+        return {
+            "valid_json": parsed,
+            "parsed": parsed,
+            "correct_tool": tool,
+            "correct_args": args,
+            "success": tool and args and not unsafe,
+            "unsafe": unsafe,
+        }
 
-    rows = [_row(1, flags(parsed=False, tool=False, args=False)), _row(2, flags(tool=False, args=False)),
-            _row(3, flags(args=False)), _row(4, flags()), _row(5, flags(unsafe=True)),
-            _row(6, None, None, error="verifier timed out"), _row(7, None)]
+    rows = [
+        _row(1, flags(parsed=False, tool=False, args=False)),
+        _row(2, flags(tool=False, args=False)),
+        _row(3, flags(args=False)),
+        _row(4, flags()),
+        _row(5, flags(unsafe=True)),
+        _row(6, None, None, error="verifier timed out"),
+        _row(7, None),
+    ]
     s = failure_shares(rows)
     assert (s.n, s.errors, s.unclassified) == (5, 1, 2)
     assert [s.share(k) for k in ("invalid_json", "wrong_tool", "wrong_args", "unsafe")] == [
-        pytest.approx(0.2)] * 4
+        pytest.approx(0.2)
+    ] * 4
     assert failure_shares([]).share("invalid_json") is None
 
 
 def test_part_series_puts_known_parts_first():
-    steps = [Step(i, {"parts/custom": 1.0, "parts/tool": 0.1 * i, "parts/valid_json": -0.5}) for i in range(3)]
+    steps = [
+        Step(i, {"parts/custom": 1.0, "parts/tool": 0.1 * i, "parts/valid_json": -0.5}) for i in range(3)
+    ]
     assert list(part_series(steps)) == ["valid_json", "tool", "custom"]
 
 
@@ -251,8 +306,11 @@ def test_task_stats_incremental_equals_a_full_scan(fake):
     full = {s.key: s for s in view.task_stats(fake.run_id)}
     assert set(full) == set(stats.rows)
     for key, row in stats.rows.items():
-        assert (row.attempts, row.classified, row.successes) == (full[key].attempts, full[key].classified,
-                                                                 full[key].successes)
+        assert (row.attempts, row.classified, row.successes) == (
+            full[key].attempts,
+            full[key].classified,
+            full[key].successes,
+        )
         assert row.mean_reward == pytest.approx(full[key].mean_reward)
     assert any(r.successes for r in stats.rows.values())
     view.close()
@@ -295,11 +353,37 @@ def test_skill_rows_add_the_no_call_and_parallel_rates_only_when_a_split_has_the
     from workbench.view import Checkpoint, Eval, eval_rows, skill_rows
 
     skills = {"tool:weather.get": {"n": 4, "success": 0.5}}
-    base = Eval(1, 1, 0, "greedy", True, {"success_rate": 0.1, "by_skill": skills, "no_call_accuracy": 0.25,
-                                          "no_call_n": 4, "parallel_success": None, "parallel_n": 0})
-    later = Eval(2, 1, 5, "greedy", False, {"success_rate": 0.6, "by_skill": skills, "no_call_accuracy": 0.75,
-                                            "no_call_n": 4, "parallel_success": None, "parallel_n": 0},
-                 checkpoint_id=7)
+    base = Eval(
+        1,
+        1,
+        0,
+        "greedy",
+        True,
+        {
+            "success_rate": 0.1,
+            "by_skill": skills,
+            "no_call_accuracy": 0.25,
+            "no_call_n": 4,
+            "parallel_success": None,
+            "parallel_n": 0,
+        },
+    )
+    later = Eval(
+        2,
+        1,
+        5,
+        "greedy",
+        False,
+        {
+            "success_rate": 0.6,
+            "by_skill": skills,
+            "no_call_accuracy": 0.75,
+            "no_call_n": 4,
+            "parallel_success": None,
+            "parallel_n": 0,
+        },
+        checkpoint_id=7,
+    )
     ck = Checkpoint(7, 1, 5, "periodic", "/x")
     header, lines = skill_rows(eval_rows([base, later], [ck]))
     assert header == ["skill", "n", "base", "periodic @ step 5"]

@@ -63,10 +63,15 @@ def _run_update(model_dir: Path, cfg: Config, rows: list[tuple], sync=None, micr
     policy = load_policy(model_dir, adapter="lora", lora_r=4, lora_alpha=8, seed=0)
     perturb_lora(policy, scale=0.3, seed=1)
     opt = torch.optim.AdamW(policy.trainable_parameters(), lr=1e-2)
-    out = policy_update(policy, opt, cfg, rows, len(rows), temperature=1.0, lr=1e-2, sync=sync,
-                        micro_batch=micro_batch)
+    out = policy_update(
+        policy, opt, cfg, rows, len(rows), temperature=1.0, lr=1e-2, sync=sync, micro_batch=micro_batch
+    )
     named = [(n, p) for n, p in policy.model.named_parameters() if p.requires_grad]
-    return {"out": out, "grads": {n: p.grad.clone() for n, p in named}, "params": {n: p.detach().clone() for n, p in named}}
+    return {
+        "out": out,
+        "grads": {n: p.grad.clone() for n, p in named},
+        "params": {n: p.detach().clone() for n, p in named},
+    }
 
 
 def _rank_main(rank: int, world: int, port: int, model_dir: str, out_dir: str) -> None:
@@ -89,7 +94,9 @@ def _rank_main(rank: int, world: int, port: int, model_dir: str, out_dir: str) -
 def test_two_rank_update_equals_one_process(tiny_model: Path, tmp_path: Path) -> None:
     ctx = mp.get_context("spawn")
     port = _free_port()
-    procs = [ctx.Process(target=_rank_main, args=(r, 2, port, str(tiny_model), str(tmp_path))) for r in range(2)]
+    procs = [
+        ctx.Process(target=_rank_main, args=(r, 2, port, str(tiny_model), str(tmp_path))) for r in range(2)
+    ]
     for p in procs:
         p.start()
     for p in procs:
@@ -105,9 +112,13 @@ def test_two_rank_update_equals_one_process(tiny_model: Path, tmp_path: Path) ->
                 assert two["out"][key] == pytest.approx(one["out"][key], abs=1e-5), (name, rank, key)
             assert one["grads"].keys() == two["grads"].keys()
             for n, g in one["grads"].items():
-                torch.testing.assert_close(two["grads"][n], g, atol=1e-5, rtol=1e-5, msg=f"{name} rank {rank} {n}")
+                torch.testing.assert_close(
+                    two["grads"][n], g, atol=1e-5, rtol=1e-5, msg=f"{name} rank {rank} {n}"
+                )
             for n, p in one["params"].items():
-                torch.testing.assert_close(two["params"][n], p, atol=1e-5, rtol=1e-5, msg=f"{name} rank {rank} {n}")
+                torch.testing.assert_close(
+                    two["params"][n], p, atol=1e-5, rtol=1e-5, msg=f"{name} rank {rank} {n}"
+                )
 
 
 def _spawn(target, *args, world: int = 2, timeout: float = 120.0) -> None:
@@ -134,9 +145,13 @@ SFT_CASES = {"uneven": 5, "rank_1_idle": 1}  # batch size: shares 3 + 2; and ran
 
 def _sft(model_dir: Path, batch_size: int, sync=None) -> dict:
     policy = load_policy(model_dir, adapter="lora", lora_r=4, lora_alpha=8, seed=0)
-    examples = [([{"role": "user", "content": f"Add event {i} on day {i % 7}, please."}],
-                 json.dumps({"tool": "calendar.create_event", "args": {"title": f"event {i}", "day": i % 7}}))
-                for i in range(6)]
+    examples = [
+        (
+            [{"role": "user", "content": f"Add event {i} on day {i % 7}, please."}],
+            json.dumps({"tool": "calendar.create_event", "args": {"title": f"event {i}", "day": i % 7}}),
+        )
+        for i in range(6)
+    ]
     losses = run_sft(policy, examples, 3, lr=1e-2, batch_size=batch_size, seed=3, sync=sync)
     named = [(n, p) for n, p in policy.model.named_parameters() if p.requires_grad]
     return {"losses": losses, "params": {n: p.detach().clone() for n, p in named}}
@@ -161,13 +176,17 @@ def test_two_rank_sft_equals_one_process_on_the_same_batch(tiny_model: Path, tmp
     start = load_policy(tiny_model, adapter="lora", lora_r=4, lora_alpha=8, seed=0).model
     for name, batch in SFT_CASES.items():
         one = _sft(tiny_model, batch)
-        moved = max(float((p - start.get_parameter(n).detach()).abs().max()) for n, p in one["params"].items())
+        moved = max(
+            float((p - start.get_parameter(n).detach()).abs().max()) for n, p in one["params"].items()
+        )
         assert moved > 1e-3, "SFT moved the adapter (so the comparison means something)"
         for rank in range(2):
             two = torch.load(tmp_path / f"{name}-{rank}.pt", weights_only=False)
             assert two["losses"] == pytest.approx(one["losses"], abs=1e-5), (name, rank)
             for n, p in one["params"].items():
-                torch.testing.assert_close(two["params"][n], p, atol=1e-5, rtol=1e-5, msg=f"{name} rank {rank} {n}")
+                torch.testing.assert_close(
+                    two["params"][n], p, atol=1e-5, rtol=1e-5, msg=f"{name} rank {rank} {n}"
+                )
 
 
 def test_shards_are_contiguous_balanced_and_cover_every_task() -> None:
@@ -215,8 +234,9 @@ def _meeting_rank_main(rank: int, world: int, port: int, db_path: str, out_dir: 
 
     meetings.PAUSE_BEAT_S = 0.5
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
+    dist.init_process_group(
+        "gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S)
+    )
     out = Path(out_dir)
     try:
         inner = None
@@ -224,7 +244,9 @@ def _meeting_rank_main(rank: int, world: int, port: int, db_path: str, out_dir: 
             db = store.open_db(db_path)
             inner = WorkerHooks(db, 1, store.runs.acquire_lock(db, 1, stale_after_s=30))
         hooks = meetings.RankHooks(inner, RankCollective(Ranks(rank, world, rank), torch.device("cpu")))
-        trainer = SimpleNamespace(step=0, lr=1e-3, temperature=1.0, verifier_id=1, verifier=None, sft_done=True)
+        trainer = SimpleNamespace(
+            step=0, lr=1e-3, temperature=1.0, verifier_id=1, verifier=None, sft_done=True
+        )
         seen = []
         for step in (1, 2):
             while not (out / f"go{step}").exists():
@@ -246,7 +268,10 @@ def test_a_long_pause_holds_every_rank_and_resume_or_stop_reaches_all(tmp_path: 
     db.close()
     ctx = mp.get_context("spawn")
     port = _free_port()
-    procs = [ctx.Process(target=_meeting_rank_main, args=(r, 2, port, str(db_path), str(tmp_path))) for r in range(2)]
+    procs = [
+        ctx.Process(target=_meeting_rank_main, args=(r, 2, port, str(db_path), str(tmp_path)))
+        for r in range(2)
+    ]
 
     def send(kind: str, payload: dict | None = None) -> None:
         with View.open(db_path) as view:
@@ -255,7 +280,9 @@ def test_a_long_pause_holds_every_rank_and_resume_or_stop_reaches_all(tmp_path: 
     def wait_for(cond, what: str) -> None:
         end = time.monotonic() + 60
         while not cond():
-            assert all(p.is_alive() for p in procs), f"a rank died waiting for {what}: {[p.exitcode for p in procs]}"
+            assert all(p.is_alive() for p in procs), (
+                f"a rank died waiting for {what}: {[p.exitcode for p in procs]}"
+            )
             assert time.monotonic() < end, f"timed out waiting for {what}"
             time.sleep(0.1)
 
@@ -273,7 +300,9 @@ def test_a_long_pause_holds_every_rank_and_resume_or_stop_reaches_all(tmp_path: 
         time.sleep(2 * COLLECTIVE_TIMEOUT_S)  # held longer than any one collective may wait
         assert all(p.is_alive() for p in procs), "a long pause must not time out a rank"
         send("resume")
-        wait_for(lambda: all((tmp_path / f"met1-{r}.json").exists() for r in range(2)), "both ranks past meeting 1")
+        wait_for(
+            lambda: all((tmp_path / f"met1-{r}.json").exists() for r in range(2)), "both ranks past meeting 1"
+        )
         for r in range(2):  # both go on, with what rank 0 obeyed while paused
             assert json.loads((tmp_path / f"met1-{r}.json").read_text()) == [{"stop": False, "lr": 0.02}]
         send("pause")
@@ -295,9 +324,20 @@ def test_a_long_pause_holds_every_rank_and_resume_or_stop_reaches_all(tmp_path: 
 
 
 def _config(tmp_path: Path, model: Path, **extra) -> Path:
-    keys = {"name": "ranks", "model": str(model), "lora": {"r": 4, "alpha": 8}, "num_generations_per_prompt": 2,
-            "prompts_per_step": 3, "max_completion_length": 8, "max_steps": 3, "eval_interval": 3,
-            "eval_max_tasks": 2, "learning_rate": 1e-3, "output_dir": str(tmp_path / "runs"), **extra}
+    keys = {
+        "name": "ranks",
+        "model": str(model),
+        "lora": {"r": 4, "alpha": 8},
+        "num_generations_per_prompt": 2,
+        "prompts_per_step": 3,
+        "max_completion_length": 8,
+        "max_steps": 3,
+        "eval_interval": 3,
+        "eval_max_tasks": 2,
+        "learning_rate": 1e-3,
+        "output_dir": str(tmp_path / "runs"),
+        **extra,
+    }
     import yaml
 
     path = tmp_path / "cfg.yaml"
@@ -315,8 +355,23 @@ def launched():
         log = tmp_path / f"launch-{len(started)}.log"
         env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
         with log.open("wb") as f:
-            proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "train", "--db", str(tmp_path / "wb.db"),
-                                     "--nproc", "2", *args], stdout=f, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "workbench.cli",
+                    "train",
+                    "--db",
+                    str(tmp_path / "wb.db"),
+                    "--nproc",
+                    "2",
+                    *args,
+                ],
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=tmp_path,
+            )
         started.append((proc, log))
         return proc, log
 
@@ -358,7 +413,9 @@ def _steps(db_path: Path, run_id: int) -> list[dict]:
         db.close()
 
 
-def test_two_ranks_pause_set_lr_resume_through_the_command_path(tiny_model: Path, tmp_path: Path, launched) -> None:
+def test_two_ranks_pause_set_lr_resume_through_the_command_path(
+    tiny_model: Path, tmp_path: Path, launched
+) -> None:
     from workbench.config import load_config
 
     cfg = load_config(_config(tmp_path, tiny_model))
@@ -386,7 +443,9 @@ def test_two_ranks_pause_set_lr_resume_through_the_command_path(tiny_model: Path
     assert "[rank 1] lr 0.005" in text  # ...and rank 1 at the same safe point
     # Rank 0 alone wrote: every group of every step once (3 prompts x 2 samples), from both ranks' rollouts.
     db = store.open_db(db_path)
-    n = db.execute("SELECT COUNT(*) FROM trajectories WHERE run_id = ? AND split = 'train'", [run_id]).fetchone()[0]
+    n = db.execute(
+        "SELECT COUNT(*) FROM trajectories WHERE run_id = ? AND split = 'train'", [run_id]
+    ).fetchone()[0]
     db.close()
     assert n == 3 * 3 * 2
 
@@ -415,8 +474,9 @@ def test_kill_rank_1_status_says_so_and_resume_completes(tiny_model: Path, tmp_p
     assert [s["step"] for s in _steps(db_path, run_id)][-1] == 4
 
 
-def test_stopping_the_launcher_stops_every_rank_cleanly_with_a_checkpoint(tiny_model: Path, tmp_path: Path,
-                                                                         launched) -> None:
+def test_stopping_the_launcher_stops_every_rank_cleanly_with_a_checkpoint(
+    tiny_model: Path, tmp_path: Path, launched
+) -> None:
     """SIGTERM to `workbench train --nproc 2` (what `kill`, systemd or a scheduler sends) is a stop, not a crash."""
     from workbench.config import load_config
 
@@ -448,7 +508,10 @@ def _evals(db_path: Path, run_id: int) -> dict[tuple, dict]:
         for e in rows:
             n = db.execute("SELECT COUNT(*) FROM trajectories WHERE eval_id = ?", [e["id"]]).fetchone()[0]
             metrics = {k: v for k, v in e["metrics"].items() if k != "mean_latency_s"}
-            out[(e["step"], bool(e["is_baseline"]), e["tasks"].get("split", "held_out"))] = {**metrics, "rows": n}
+            out[(e["step"], bool(e["is_baseline"]), e["tasks"].get("split", "held_out"))] = {
+                **metrics,
+                "rows": n,
+            }
         return out
     finally:
         db.close()
@@ -465,8 +528,9 @@ def _sft_adapter(db_path: Path, run_id: int) -> dict[str, torch.Tensor]:
     return load_file(Path(sft["path"]) / "adapter" / "adapter_model.safetensors")
 
 
-def test_two_rank_sft_and_evals_equal_one_process_and_only_rank_0_writes_files(tiny_model: Path, tmp_path: Path,
-                                                                               launched) -> None:
+def test_two_rank_sft_and_evals_equal_one_process_and_only_rank_0_writes_files(
+    tiny_model: Path, tmp_path: Path, launched
+) -> None:
     """SFT and evals data-parallel: the 2-rank run's baseline and post-SFT evals (validation and test, greedy)
     and its SFT adapter equal a 1-process run's of the same config; every eval row is recorded once, by rank 0;
     rank 0's run folder is the only one, with one TensorBoard writer."""
@@ -475,16 +539,29 @@ def test_two_rank_sft_and_evals_equal_one_process_and_only_rank_0_writes_files(t
     from workbench.config import load_config
     from workbench.trainer import Trainer
 
-    cfg_path = _config(tmp_path, tiny_model, sft_steps=2, sft_batch_size=4, sft_learning_rate=1e-2, max_steps=1,
-                       eval_interval=1, eval_max_tasks=4, log_to="tensorboard")
+    cfg_path = _config(
+        tmp_path,
+        tiny_model,
+        sft_steps=2,
+        sft_batch_size=4,
+        sft_learning_rate=1e-2,
+        max_steps=1,
+        eval_interval=1,
+        eval_max_tasks=4,
+        log_to="tensorboard",
+    )
     proc, log = launched(tmp_path, str(cfg_path))
     assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
     db_path, run_id = tmp_path / "wb.db", 1
     row = _run_row(db_path, run_id)
     assert row["status"] == "finished", row["status_reason"]
     folders = sorted((tmp_path / "runs").iterdir())
-    assert [f.name for f in folders] == [f"run-{run_id}-{int(row['created'])}"], "the followers wrote no folder"
-    assert len(list((folders[0] / "tensorboard").glob("events.out.tfevents.*"))) == 1, "one TensorBoard writer"
+    assert [f.name for f in folders] == [f"run-{run_id}-{int(row['created'])}"], (
+        "the followers wrote no folder"
+    )
+    assert len(list((folders[0] / "tensorboard").glob("events.out.tfevents.*"))) == 1, (
+        "one TensorBoard writer"
+    )
 
     cfg = dataclasses.replace(load_config(cfg_path), output_dir=str(tmp_path / "one"), log_to="none")
     one_db = store.open_db(tmp_path / "one.db")

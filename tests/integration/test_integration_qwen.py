@@ -13,8 +13,10 @@ import pytest
 
 from workbench.model_fetch import QWEN_CODER_05B, QWEN_CODER_15B, gguf_general_name, verified_gguf
 
-pytestmark = pytest.mark.skipif(not os.environ.get("WORKBENCH_MODELS_TEST"),
-                                reason="the real packaged models: `make test-models` (WORKBENCH_MODELS_TEST=1)")
+pytestmark = pytest.mark.skipif(
+    not os.environ.get("WORKBENCH_MODELS_TEST"),
+    reason="the real packaged models: `make test-models` (WORKBENCH_MODELS_TEST=1)",
+)
 
 
 def test_qwen_coder_05b_fetch_verify_convert_load_and_one_native_generation() -> None:
@@ -29,7 +31,9 @@ def test_qwen_coder_05b_fetch_verify_convert_load_and_one_native_generation() ->
     from workbench.tasks import load_task_source
 
     t0 = time.perf_counter()
-    folder = resolve_model("qwen2.5-coder-0.5b")  # fetch + verify + convert on first use, else the cached folder
+    folder = resolve_model(
+        "qwen2.5-coder-0.5b"
+    )  # fetch + verify + convert on first use, else the cached folder
     print(f"\nresolve_model: {time.perf_counter() - t0:.1f} s -> {folder}")
     gguf = cache_root() / "gguf" / QWEN_CODER_05B.gguf_name
     if gguf.is_file():  # re-hashed: what was converted is what is pinned
@@ -49,14 +53,22 @@ def test_qwen_coder_05b_fetch_verify_convert_load_and_one_native_generation() ->
     assert env.parser == "hermes"  # read from Qwen2.5's template
     task = load_task_source("held_out", "held_out")[0]
     t2 = time.perf_counter()
-    result = evaluate(local_engine(policy), policy.tokenizer, env, [task], max_new_tokens=96,
-                      stop_token_ids=policy.eos_token_ids)
+    result = evaluate(
+        local_engine(policy),
+        policy.tokenizer,
+        env,
+        [task],
+        max_new_tokens=96,
+        stop_token_ids=policy.eos_token_ids,
+    )
     (rollout,) = result.rollouts
     prompt = policy.tokenizer.decode(rollout.segments[0].prompt_ids)
     reply = str(rollout.output)
-    print(f"greedy native generation: {time.perf_counter() - t2:.1f} s, {len(rollout.segments[0].prompt_ids)} prompt "
-          f"tokens, {rollout.completion_tokens} new\nprompt ends: {prompt[-200:]!r}\nreply: {reply!r}\n"
-          f"parse_error: {rollout.output.parse_error!r}, flags: {result.flags[0]}")
+    print(
+        f"greedy native generation: {time.perf_counter() - t2:.1f} s, {len(rollout.segments[0].prompt_ids)} prompt "
+        f"tokens, {rollout.completion_tokens} new\nprompt ends: {prompt[-200:]!r}\nreply: {reply!r}\n"
+        f"parse_error: {rollout.output.parse_error!r}, flags: {result.flags[0]}"
+    )
     # The template rendered the tools (Hermes block in the system turn) and the model answered about them.
     assert "<tools>" in prompt and "<tool_call>" in prompt and task.prompt in prompt
     names = [spec["name"] for spec in BUILTIN_TOOLS]
@@ -65,7 +77,9 @@ def test_qwen_coder_05b_fetch_verify_convert_load_and_one_native_generation() ->
     assert any(name in reply for name in names), reply
 
 
-@pytest.mark.skipif(not os.environ.get("WORKBENCH_MODELS_TEST_15B"), reason="WORKBENCH_MODELS_TEST_15B=1: ~1.1 GB")
+@pytest.mark.skipif(
+    not os.environ.get("WORKBENCH_MODELS_TEST_15B"), reason="WORKBENCH_MODELS_TEST_15B=1: ~1.1 GB"
+)
 def test_qwen_coder_15b_fetch_verify_and_metadata() -> None:
     from gguf import GGUFReader
 

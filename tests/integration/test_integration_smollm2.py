@@ -19,10 +19,20 @@ def _needs_model():
 
 
 def test_smollm2_sft_then_grpo_step_then_resume(tmp_path):
-    cfg = config_from_dict(dict(
-        model="smollm2-135m", sft_steps=1, sft_batch_size=2, num_generations_per_prompt=2, prompts_per_step=1,
-        max_completion_length=24, max_steps=1, eval_interval=1, eval_max_tasks=2, output_dir=str(tmp_path / "runs"),
-    ))
+    cfg = config_from_dict(
+        dict(
+            model="smollm2-135m",
+            sft_steps=1,
+            sft_batch_size=2,
+            num_generations_per_prompt=2,
+            prompts_per_step=1,
+            max_completion_length=24,
+            max_steps=1,
+            eval_interval=1,
+            eval_max_tasks=2,
+            output_dir=str(tmp_path / "runs"),
+        )
+    )
     db = store.open_db(tmp_path / "wb.db")
     t = Trainer(cfg, db)
     t.run()
@@ -36,7 +46,10 @@ def test_smollm2_sft_then_grpo_step_then_resume(tmp_path):
     rows = store.trajectories.trajectories_since(db, t.run_id, 0, full=True)
     train = [r for r in rows if r["split"] == "train"]
     assert len(train) == 2 and all(r["completion"].startswith('{"tool": "') for r in train)  # the prefill
-    assert train[0]["messages"][0]["role"] == "system" and "calendar.create_event" in train[0]["messages"][0]["content"]
+    assert (
+        train[0]["messages"][0]["role"] == "system"
+        and "calendar.create_event" in train[0]["messages"][0]["content"]
+    )
     # A fresh trainer on the same run resumes from the final checkpoint with the same adapter.
     again = Trainer(cfg, db, run_id=t.run_id, policy=None)
     assert again.resume() == 1

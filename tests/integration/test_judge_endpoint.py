@@ -28,7 +28,9 @@ class FakeOpenAI(BaseHTTPRequestHandler):
         if self.server.status != 200:
             self.send_error(self.server.status, "overloaded")
             return
-        data = json.dumps({"choices": [{"message": {"role": "assistant", "content": self.server.reply}}]}).encode()
+        data = json.dumps(
+            {"choices": [{"message": {"role": "assistant", "content": self.server.reply}}]}
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -53,8 +55,9 @@ def fake_openai() -> Iterator[ThreadingHTTPServer]:
 
 def judge(server: ThreadingHTTPServer, timeout_s: float = 5.0) -> JudgeVerifier:
     url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    return JudgeVerifier.from_config(config_from_dict({"judge_url": url, "judge_model": "big-judge",
-                                                        "judge_timeout_s": timeout_s}))
+    return JudgeVerifier.from_config(
+        config_from_dict({"judge_url": url, "judge_model": "big-judge", "judge_timeout_s": timeout_s})
+    )
 
 
 def test_the_judge_asks_the_endpoint_and_scales_its_score(fake_openai):
@@ -75,7 +78,9 @@ def test_an_unreadable_score_is_a_verifier_error(fake_openai):
 def test_a_slow_judge_is_a_timeout_error(fake_openai):
     fake_openai.delay = 1.0
     (score,) = judge(fake_openai, timeout_s=0.2).score_many([(REPLY, TASK)])
-    assert score.error is not None and score.error.startswith("judge timed out: no answer from http://127.0.0.1:")
+    assert score.error is not None and score.error.startswith(
+        "judge timed out: no answer from http://127.0.0.1:"
+    )
     assert "within 0.2 s" in score.error
 
 

@@ -22,21 +22,33 @@ from workbench.verifiers import load_verifier_file  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "mcp_calendar"
-CALENDAR = dict(command="python", args=[str(EXAMPLE / "server.py")],
-                tools=["create_event", "list_events", "delete_event", "clear_calendar"], dangerous=["clear_calendar"],
-                state_tool="list_events")
-FAULTY = dict(command="python", args=[str(ROOT / "tests" / "mcp_faulty_server.py")], tools=["echo", "hang", "fail", "die"],
-              timeout_s=1.0)
-TASK = Task("t1", "Book a meeting with Ana on Monday at 09:00.", "create_event",
-            {"attendee": "Ana", "day": "Monday", "time": "09:00"},
-            expected_state={"events": [{"attendee": "Ana", "day": "Monday", "time": "09:00"}]})
+CALENDAR = dict(
+    command="python",
+    args=[str(EXAMPLE / "server.py")],
+    tools=["create_event", "list_events", "delete_event", "clear_calendar"],
+    dangerous=["clear_calendar"],
+    state_tool="list_events",
+)
+FAULTY = dict(
+    command="python",
+    args=[str(ROOT / "tests" / "mcp_faulty_server.py")],
+    tools=["echo", "hang", "fail", "die"],
+    timeout_s=1.0,
+)
+TASK = Task(
+    "t1",
+    "Book a meeting with Ana on Monday at 09:00.",
+    "create_event",
+    {"attendee": "Ana", "day": "Monday", "time": "09:00"},
+    expected_state={"events": [{"attendee": "Ana", "day": "Monday", "time": "09:00"}]},
+)
 
 
 def reply(tool: str, args: dict | None = None) -> str:
     """What the model generates after the harness's prefill for one JSON tool call."""
     text = json.dumps({"tool": tool, "args": args or {}})
     assert text.startswith(DEFAULT_PREFILL)
-    return text[len(DEFAULT_PREFILL):]
+    return text[len(DEFAULT_PREFILL) :]
 
 
 def observation(msg: dict) -> dict:
@@ -46,7 +58,9 @@ def observation(msg: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def calendar() -> McpEnv:  # processes reused between episodes, reset by the server's `reset` tool
-    env = McpEnv(None, {"calendar": McpServerConfig(**CALENDAR, reset_tool="reset", pool_size=1)}, max_turns=4)
+    env = McpEnv(
+        None, {"calendar": McpServerConfig(**CALENDAR, reset_tool="reset", pool_size=1)}, max_turns=4
+    )
     yield env
     env.close()
 
@@ -62,11 +76,19 @@ def test_tools_come_from_list_tools_narrowed_to_the_allowlist(calendar):
     specs = {s["name"]: s for s in calendar.specs}
     assert list(specs) == CALENDAR["tools"]  # `reset` is offered by the server, not allowlisted
     create = specs["create_event"]["parameters"]
-    assert set(create["properties"]) == {"attendee", "day", "time"} and set(create["required"]) == {"attendee", "day", "time"}
+    assert set(create["properties"]) == {"attendee", "day", "time"} and set(create["required"]) == {
+        "attendee",
+        "day",
+        "time",
+    }
     assert "weekday" in specs["create_event"]["description"]
     ep = calendar.start(TASK)
     system = ep.messages[0]["content"]
-    assert "create_event(attendee, day, time)" in system and "list_events(day?)" in system and "reset" not in system
+    assert (
+        "create_event(attendee, day, time)" in system
+        and "list_events(day?)" in system
+        and "reset" not in system
+    )
     ep.step(reply("finish"))
 
 
@@ -197,9 +219,15 @@ def test_a_dead_server_fails_the_episode_and_is_restarted(faulty):
 
 
 def test_a_server_that_cannot_start_is_a_config_error_naming_it():
-    broken = McpServerConfig(command="python", args=["-c", "import sys; sys.exit('no such thing')"], tools=["x"],
-                             start_timeout_s=10)
-    with pytest.raises(McpConfigError, match=r"mcp_servers\.broken\.command: MCP server 'broken' .*no such thing"):
+    broken = McpServerConfig(
+        command="python",
+        args=["-c", "import sys; sys.exit('no such thing')"],
+        tools=["x"],
+        start_timeout_s=10,
+    )
+    with pytest.raises(
+        McpConfigError, match=r"mcp_servers\.broken\.command: MCP server 'broken' .*no such thing"
+    ):
         McpEnv(None, {"broken": broken})
 
 
@@ -213,12 +241,12 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 SERVER_YAML = f"""env: mcp
-tasks: {EXAMPLE / 'tasks.jsonl'}
-held_out_eval: {EXAMPLE / 'tasks.jsonl'}
+tasks: {EXAMPLE / "tasks.jsonl"}
+held_out_eval: {EXAMPLE / "tasks.jsonl"}
 mcp_servers:
   calendar:
     command: python
-    args: [{EXAMPLE / 'server.py'}]
+    args: [{EXAMPLE / "server.py"}]
     tools: [create_event, list_events, delete_event]
 """
 
@@ -231,14 +259,29 @@ def test_config_reads_the_server_sections(tmp_path):
     assert config_from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg  # a stored run config reloads
 
 
-@pytest.mark.parametrize("extra, line, message", [
-    ("    timout_s: 3\n", 9, r"unknown key 'mcp_servers\.calendar\.timout_s'; did you mean 'mcp_servers\.calendar\.timeout_s'"),
-    ("    dangerous: [drop_tables]\n", 9, r"mcp_servers\.calendar\.dangerous: \['drop_tables'\] not in tools"),
-    ("    timeout_s: fast\n", 9, r"mcp_servers\.calendar\.timeout_s must be float"),
-    ("    env: {TZ: 1}\n", 9, r"mcp_servers\.calendar\.env must be dict\[str, str\]"),
-    ("    max_result_chars: 5\n", 9, r"mcp_servers\.calendar\.max_result_chars: must be in \[100, 1000000\], got 5"),
-    ("    seed_tool: create_event\n", 9, r"mcp_servers\.calendar\.seed_tool: create_event is in tools"),
-])
+@pytest.mark.parametrize(
+    "extra, line, message",
+    [
+        (
+            "    timout_s: 3\n",
+            9,
+            r"unknown key 'mcp_servers\.calendar\.timout_s'; did you mean 'mcp_servers\.calendar\.timeout_s'",
+        ),
+        (
+            "    dangerous: [drop_tables]\n",
+            9,
+            r"mcp_servers\.calendar\.dangerous: \['drop_tables'\] not in tools",
+        ),
+        ("    timeout_s: fast\n", 9, r"mcp_servers\.calendar\.timeout_s must be float"),
+        ("    env: {TZ: 1}\n", 9, r"mcp_servers\.calendar\.env must be dict\[str, str\]"),
+        (
+            "    max_result_chars: 5\n",
+            9,
+            r"mcp_servers\.calendar\.max_result_chars: must be in \[100, 1000000\], got 5",
+        ),
+        ("    seed_tool: create_event\n", 9, r"mcp_servers\.calendar\.seed_tool: create_event is in tools"),
+    ],
+)
 def test_config_errors_name_the_line(tmp_path, extra, line, message):
     path = write(tmp_path, SERVER_YAML + extra)
     with pytest.raises(ConfigError, match=rf"^{path}:{line}: {message}"):
@@ -253,8 +296,11 @@ def test_env_mcp_needs_a_server():
 def test_the_check_before_a_run_starts_the_servers_and_names_the_line(tmp_path):
     check_mcp_servers(load_config(write(tmp_path, SERVER_YAML)), tmp_path / "mcp.yaml")  # the good one passes
     path = write(tmp_path, SERVER_YAML.replace("delete_event]", "delete_evnt]"))
-    with pytest.raises(ConfigError, match=rf"^{path}:8: mcp_servers\.calendar\.tools: delete_evnt not offered by "
-                                          r"the server \(it offers: create_event, list_events, delete_event"):
+    with pytest.raises(
+        ConfigError,
+        match=rf"^{path}:8: mcp_servers\.calendar\.tools: delete_evnt not offered by "
+        r"the server \(it offers: create_event, list_events, delete_event",
+    ):
         check_mcp_servers(load_config(path), path)
     path = write(tmp_path, SERVER_YAML.replace("list_events, delete_event]", "list_events]"))
     with pytest.raises(ConfigError, match=rf"^{path}:2: tasks: task mcp-0 names delete_event, not offered"):
@@ -272,10 +318,19 @@ def test_the_example_trains_two_grpo_steps_over_stdio(tiny_model, tmp_path, monk
 
     monkeypatch.chdir(ROOT)  # the example's paths are relative to the repository root
     cfg = load_config(EXAMPLE / "config.yaml")
-    cfg = dataclasses.replace(cfg, model=str(tiny_model), max_steps=2, eval_interval=2, eval_max_tasks=1,
-                              num_generations_per_prompt=2, prompts_per_step=1, max_completion_length=8,
-                              lora=dataclasses.replace(cfg.lora, r=4, alpha=8), output_dir=str(tmp_path / "runs"),
-                              log_to="tensorboard")
+    cfg = dataclasses.replace(
+        cfg,
+        model=str(tiny_model),
+        max_steps=2,
+        eval_interval=2,
+        eval_max_tasks=1,
+        num_generations_per_prompt=2,
+        prompts_per_step=1,
+        max_completion_length=8,
+        lora=dataclasses.replace(cfg.lora, r=4, alpha=8),
+        output_dir=str(tmp_path / "runs"),
+        log_to="tensorboard",
+    )
     db = store.open_db(tmp_path / "wb.db")
     trainer = Trainer(cfg, db)
     try:
@@ -290,7 +345,8 @@ def test_the_example_trains_two_grpo_steps_over_stdio(tiny_model, tmp_path, monk
     steps = store.metrics.steps_since(db, trainer.run_id)
     assert [s["step"] for s in steps] == [1, 2]
     rows = store.trajectories.page_trajectories(
-        db, store.trajectories.TrajectoryFilter(run_id=trainer.run_id, split="train"), limit=100).rows
+        db, store.trajectories.TrajectoryFilter(run_id=trainer.run_id, split="train"), limit=100
+    ).rows
     assert len(rows) == 2 * 2
     for row in rows:
         assert row["error"] is None and row["reward"] is not None  # every episode scored by the verifier
@@ -301,7 +357,8 @@ def test_the_example_trains_two_grpo_steps_over_stdio(tiny_model, tmp_path, monk
     metric_log.close(trainer.run_dir)  # the step metrics also went to TensorBoard event files
     assert list(metric_log.tensorboard_dir(trainer.run_dir).glob("events.out.tfevents.*"))
     held = store.trajectories.page_trajectories(
-        db, store.trajectories.TrajectoryFilter(run_id=trainer.run_id, split="held_out"), limit=100).rows
+        db, store.trajectories.TrajectoryFilter(run_id=trainer.run_id, split="held_out"), limit=100
+    ).rows
     assert len(held) == 2  # baseline and final eval, one task each
 
 
@@ -312,7 +369,16 @@ def test_the_trajectory_view_shows_mcp_calls_and_results(calendar):
     ep = calendar.start(TASK)
     ep.step(reply("create_event", TASK.expected_args))
     ep.step(reply("finish"))
-    row = Trajectory.from_row({"id": 1, "run_id": 1, "step": 1, "split": "train", "messages": ep.output().messages, "completion": ep.output().text})
+    row = Trajectory.from_row(
+        {
+            "id": 1,
+            "run_id": 1,
+            "step": 1,
+            "split": "train",
+            "messages": ep.output().messages,
+            "completion": ep.output().text,
+        }
+    )
     _, parts = turn_parts(row)
     roles = [role for role, _ in parts]
     assert roles == ["user", "assistant", "user", "assistant", "tool", "assistant"]
@@ -325,7 +391,7 @@ def test_the_trajectory_view_shows_mcp_calls_and_results(calendar):
 
 
 def hermes(tool: str, args: dict) -> str:
-    return f'<tool_call>\n{json.dumps({"name": tool, "arguments": args})}\n</tool_call>'
+    return f"<tool_call>\n{json.dumps({'name': tool, 'arguments': args})}\n</tool_call>"
 
 
 def test_native_format_offers_openai_specs_and_runs_each_call_of_a_reply(tmp_path):
@@ -341,18 +407,30 @@ def test_native_format_offers_openai_specs_and_runs_each_call_of_a_reply(tmp_pat
     try:
         assert isinstance(env, McpEnv) and env.parser is None
         pools = dict(env.pools)
-        assert bind_tokenizer(env, cfg, tok) is env and env.parser == "hermes" and env.pools == pools  # same servers
+        assert (
+            bind_tokenizer(env, cfg, tok) is env and env.parser == "hermes" and env.pools == pools
+        )  # same servers
         ep = env.start(TASK)
-        assert ep.prefill == "" and [t["function"]["name"] for t in ep.tools] == ["create_event", "list_events",
-                                                                                 "delete_event"]
+        assert ep.prefill == "" and [t["function"]["name"] for t in ep.tools] == [
+            "create_event",
+            "list_events",
+            "delete_event",
+        ]
         prompt = tok.decode(render_prompt(tok, ep.messages, ep.prefill, ep.tools))
-        assert ep.messages == [{"role": "user", "content": TASK.prompt}]  # no harness text: the template's system turn
+        assert ep.messages == [
+            {"role": "user", "content": TASK.prompt}
+        ]  # no harness text: the template's system turn
         assert "<tools>" in prompt and '"name": "create_event"' in prompt and "Tool result" not in prompt
-        last = ep.step("Booking it.\n" + hermes("create_event", TASK.expected_args) + "\n"
-                       + hermes("list_events", {"day": "Monday"}))
+        last = ep.step(
+            "Booking it.\n"
+            + hermes("create_event", TASK.expected_args)
+            + "\n"
+            + hermes("list_events", {"day": "Monday"})
+        )
         assistant, created, listed = ep.messages[-3:]
-        assert assistant["content"] == "Booking it." and [c["function"]["name"] for c in assistant["tool_calls"]] \
-            == ["create_event", "list_events"]
+        assert assistant["content"] == "Booking it." and [
+            c["function"]["name"] for c in assistant["tool_calls"]
+        ] == ["create_event", "list_events"]
         assert [m["role"] for m in (created, listed)] == ["tool", "tool"] and last == listed
         assert [m["tool_call_id"] for m in (created, listed)] == [c["id"] for c in assistant["tool_calls"]]
         event = {"id": "evt_1", **TASK.expected_args}
@@ -392,10 +470,19 @@ def test_a_native_mcp_run_trains_and_the_dry_run_replays_its_stored_calls(tmp_pa
     monkeypatch.chdir(ROOT)  # the example's paths are relative to the repository root
     model = tiny_model_dir(tmp_path / "qwen", template="qwen2.5")
     cfg = load_config(EXAMPLE / "config.yaml")
-    cfg = dataclasses.replace(cfg, model=str(model), tool_format="native", max_steps=1, eval_interval=1,
-                              eval_max_tasks=1, num_generations_per_prompt=2, prompts_per_step=2,
-                              max_completion_length=8, lora=dataclasses.replace(cfg.lora, r=4, alpha=8),
-                              output_dir=str(tmp_path / "runs"))
+    cfg = dataclasses.replace(
+        cfg,
+        model=str(model),
+        tool_format="native",
+        max_steps=1,
+        eval_interval=1,
+        eval_max_tasks=1,
+        num_generations_per_prompt=2,
+        prompts_per_step=2,
+        max_completion_length=8,
+        lora=dataclasses.replace(cfg.lora, r=4, alpha=8),
+        output_dir=str(tmp_path / "runs"),
+    )
     db = store.open_db(tmp_path / "wb.db")
     trainer = Trainer(cfg, db)
     try:
@@ -407,7 +494,10 @@ def test_a_native_mcp_run_trains_and_the_dry_run_replays_its_stored_calls(tmp_pa
         trainer.env.close()
     rows = store.trajectories.last_trajectories(db, trainer.run_id, 10)
     assert len(rows) == 4
-    assert {r["reward"] for r in rows} <= {1.0, 0.2}  # Ana's task solved, another acted (wrongly): both scored
+    assert {r["reward"] for r in rows} <= {
+        1.0,
+        0.2,
+    }  # Ana's task solved, another acted (wrongly): both scored
     for r in rows:
         assert [m["role"] for m in r["messages"]] == ["user", "assistant", "tool", "tool", "assistant"]
         assert "<tool_call>" not in (r["messages"][1]["content"] or "")  # the calls are only in tool_calls

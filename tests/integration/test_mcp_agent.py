@@ -96,19 +96,26 @@ MISTAKES = {  # what an untrained model gets wrong, as call sequences on the fir
         ToolCall("calendar.cancel_event", {"attendee": s["name"], "day": s["day1"][:3]}),
         ToolCall("calendar.create_event", {"attendee": s["name"], "day": s["day2"], "time": "2 PM"}),
         ToolCall("calendar.cancel_event", {"attendee": s["name"].lower(), "day": s["day1"].upper()}),
-        ToolCall("calendar.create_event", {"attendee": f" {s['name']} ", "day": s["day2"],
-                                           "time": loose(ev["time"])})],
+        ToolCall(
+            "calendar.create_event",
+            {"attendee": f" {s['name']} ", "day": s["day2"], "time": loose(ev["time"])},
+        ),
+    ],
     "an unknown argument, a wrong type, a missing one": lambda s, ev: [
         ToolCall("calendar.list_events", {"date": s["day1"]}),
         ToolCall("calendar.create_event", {"attendee": s["name"], "day": s["day2"], "time": 1400}),
-        ToolCall("email.send", {"to": s["name"]})],
+        ToolCall("email.send", {"to": s["name"]}),
+    ],
     "an unknown tool and a repeat": lambda s, ev: [
         ToolCall("calendar.move_event", {"attendee": s["name"]}),
-        ToolCall("calendar.list_events", {}), ToolCall("calendar.list_events", {})],
+        ToolCall("calendar.list_events", {}),
+        ToolCall("calendar.list_events", {}),
+    ],
     "a bulk email": lambda s, ev: [ToolCall("email.send", {"to": "everyone", "subject": "Moved"})],
     "one cancel that removes two meetings": lambda s, ev: [
         ToolCall("calendar.create_event", {"attendee": s["name"], "day": s["day1"], "time": "07:00"}),
-        ToolCall("calendar.cancel_event", {"attendee": s["name"], "day": s["day1"]})],
+        ToolCall("calendar.cancel_event", {"attendee": s["name"], "day": s["day1"]}),
+    ],
 }
 
 
@@ -149,8 +156,10 @@ def test_a_state_the_seed_tool_refuses_ends_the_episode_naming_the_key(mcp):
     ep = mcp.start(bad)
     assert ep.step('calendar.list_events", "args": {}}') is None and ep.end_reason == "server"
     out = ep.output()
-    assert out.error.startswith(f"mcp_servers.agent.seed_tool: load_state refused task {task.id}'s "
-                                "initial_state: unknown argument 'contacts'")
+    assert out.error.startswith(
+        f"mcp_servers.agent.seed_tool: load_state refused task {task.id}'s "
+        "initial_state: unknown argument 'contacts'"
+    )
     assert out.state is None
     again = play(mcp, task, lambda seen: None if seen else ToolCall("calendar.list_events", {}))
     assert again.error is None and again.observations[0]["result"]["events"] == task.initial_state["events"]
@@ -171,6 +180,9 @@ def test_the_check_before_a_run_seeds_the_first_task_and_names_the_line(tmp_path
     path = tmp_path / "config.yaml"
     path.write_text(text.replace("seed_tool: load_state ", "seed_tool: reset "))  # takes no arguments
     line = next(i for i, s in enumerate(path.read_text().splitlines(), 1) if "seed_tool:" in s)
-    with pytest.raises(ConfigError, match=rf"^{path}:{line}: mcp_servers\.agent\.seed_tool: reset refused "
-                                          r"task \S+'s initial_state: unknown argument 'events' for reset"):
+    with pytest.raises(
+        ConfigError,
+        match=rf"^{path}:{line}: mcp_servers\.agent\.seed_tool: reset refused "
+        r"task \S+'s initial_state: unknown argument 'events' for reset",
+    ):
         check_mcp_servers(load_config(path), path)

@@ -13,8 +13,10 @@ import pytest
 
 pytestmark = [
     pytest.mark.trl,
-    pytest.mark.skipif(importlib.util.find_spec("trl") is None,
-                       reason="trl is not installed (pip install agent-workbench[trl])"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("trl") is None,
+        reason="trl is not installed (pip install agent-workbench[trl])",
+    ),
 ]
 
 # Rewards 0 to 7, declared: a total outside a verifier's range (default [-1, 1]) is that row's error.
@@ -60,11 +62,28 @@ def test_trl_grpo_streams_and_obeys_commands(tmp_path):
                 store.commands.enqueue(db, cb.run_id, "stop")
                 db.close()
 
-    cfg = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, num_generations=4, per_device_train_batch_size=4,
-                     max_completion_length=8, max_steps=5, report_to=[], logging_steps=1, save_strategy="no",
-                     learning_rate=1e-5, seed=0, disable_tqdm=True)
-    trainer = GRPOTrainer(model=model_dir, args=cfg, train_dataset=ds, processing_class=tok,
-                          reward_funcs=[workbench_reward(cb)], callbacks=[cb, StopBeforeStep3()])
+    cfg = GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        use_cpu=True,
+        num_generations=4,
+        per_device_train_batch_size=4,
+        max_completion_length=8,
+        max_steps=5,
+        report_to=[],
+        logging_steps=1,
+        save_strategy="no",
+        learning_rate=1e-5,
+        seed=0,
+        disable_tqdm=True,
+    )
+    trainer = GRPOTrainer(
+        model=model_dir,
+        args=cfg,
+        train_dataset=ds,
+        processing_class=tok,
+        reward_funcs=[workbench_reward(cb)],
+        callbacks=[cb, StopBeforeStep3()],
+    )
 
     db = store.open_db(db_path)
     errors: list[BaseException] = []
@@ -96,11 +115,13 @@ def test_trl_grpo_streams_and_obeys_commands(tmp_path):
     result = dry_run(db, run_id, SECOND)
     assert result.ok, result.error
     v2 = result.verifier_id
-    cmds = [store.commands.enqueue(db, run_id, "set_verifier", {"verifier_id": v2}),
-            store.commands.enqueue(db, run_id, "set_lr", {"lr": 1e-3}),
-            store.commands.enqueue(db, run_id, "checkpoint"),
-            store.commands.enqueue(db, run_id, "set_temperature", {"temperature": 0.5}),
-            store.commands.enqueue(db, run_id, "resume")]
+    cmds = [
+        store.commands.enqueue(db, run_id, "set_verifier", {"verifier_id": v2}),
+        store.commands.enqueue(db, run_id, "set_lr", {"lr": 1e-3}),
+        store.commands.enqueue(db, run_id, "checkpoint"),
+        store.commands.enqueue(db, run_id, "set_temperature", {"temperature": 0.5}),
+        store.commands.enqueue(db, run_id, "resume"),
+    ]
     th.join(timeout=60)
     assert not th.is_alive() and not errors, errors
 
@@ -124,12 +145,21 @@ def test_trl_grpo_streams_and_obeys_commands(tmp_path):
     assert all(r["reward_parts"] is not None and r["messages"][-1]["role"] == "assistant" for r in s1)
     assert all(r["task_id"] is not None and r["outcome"] is not None for r in rows)
     for step in (2, 3):  # the applied version scores every step after the pause
-        assert all(r["verifier_id"] == v2 and r["reward"] == 7.0 and r["advantage"] == 0.0 for r in by_step[step])
+        assert all(
+            r["verifier_id"] == v2 and r["reward"] == 7.0 and r["advantage"] == 0.0 for r in by_step[step]
+        )
 
     steps = {s["step"]: s["metrics"] for s in store.metrics.steps_since(db, run_id)}
     assert sorted(steps) == [1, 2, 3]
     for m in steps.values():
-        for key in ("reward", "loss", "entropy", "completions/mean_length", "clip_ratio/low_mean", "learning_rate"):
+        for key in (
+            "reward",
+            "loss",
+            "entropy",
+            "completions/mean_length",
+            "clip_ratio/low_mean",
+            "learning_rate",
+        ):
             assert key in m, key
     assert steps[2]["reward"] == 7.0 and steps[2]["verifier_id"] == v2
     assert steps[2]["learning_rate"] > 1e-4  # set_lr reached the optimizer and the schedule

@@ -48,9 +48,17 @@ class FakeServer:
                 for p, prompt in enumerate(body["prompt"]):
                     for s in range(body["n"]):
                         ids = [fake.index, prompt[0], s]
-                        choices.append({"index": p * body["n"] + s, "text": "x", "finish_reason": "stop",
-                                        "logprobs": {"tokens": [f"token_id:{t}" for t in ids],
-                                                     "token_logprobs": [-0.5] * 3}})
+                        choices.append(
+                            {
+                                "index": p * body["n"] + s,
+                                "text": "x",
+                                "finish_reason": "stop",
+                                "logprobs": {
+                                    "tokens": [f"token_id:{t}" for t in ids],
+                                    "token_logprobs": [-0.5] * 3,
+                                },
+                            }
+                        )
                 self._send({"choices": choices})
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -27,8 +27,13 @@ def test_screens_import_the_engine_only_through_the_view_layer():
     offenders = []
     for path in sorted((ROOT / "screens").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and node.level == 0
+                else []
+            )
             for name in names:
                 top = name.split(".")[0]
                 if top == "store" or (top == "workbench" and not name.startswith("workbench.view")):

@@ -16,8 +16,10 @@ from workbench.skills import task_skills  # noqa: E402
 
 def _rows(sft: dict[str, float], last: dict[str, float]) -> list[dict]:
     clusters = {t: f"tpl{int(t[1:]) % 2}" for t in sft}
-    return [{"split": "test", "kind": "sft", "solved": sft, "clusters": clusters, "promoted": True},
-            {"split": "test", "kind": "final", "solved": last, "clusters": clusters, "promoted": False}]
+    return [
+        {"split": "test", "kind": "sft", "solved": sft, "clusters": clusters, "promoted": True},
+        {"split": "test", "kind": "final", "solved": last, "clusters": clusters, "promoted": False},
+    ]
 
 
 def test_pooled_averages_each_task_over_the_seeds_before_pairing():

@@ -17,11 +17,17 @@ from workbench.errors import WorkbenchError
 
 # The exit codes are the command line's interface: changing one breaks scripts that read them.
 KIND_CODES = {
-    errors.InputError: 2, errors.UnavailableError: 3, errors.StoredDataError: 4, errors.RunLostError: 5,
+    errors.InputError: 2,
+    errors.UnavailableError: 3,
+    errors.StoredDataError: 4,
+    errors.RunLostError: 5,
     errors.InternalError: 70,
 }
 STORE_CODES = {
-    store.StoreError: 2, store.SchemaTooNewError: 6, store.DiskFullError: 7, store.runs.RunLockedError: 8,
+    store.StoreError: 2,
+    store.SchemaTooNewError: 6,
+    store.DiskFullError: 7,
+    store.runs.RunLockedError: 8,
 }
 # Every exception class defined under workbench/, by where it is defined, with its exit code. A new class
 # must be added here: choosing its kind (and so its exit code) is a decision, not an accident.
@@ -70,8 +76,12 @@ def defined() -> dict[str, type[BaseException]]:
 
 
 def test_every_exception_class_derives_from_a_kind_with_its_stable_code(defined):
-    checked = {k: v for k, v in defined.items() if k not in NOT_ERRORS and not k.startswith("workbench.errors.")}
-    assert sorted(checked) == sorted(CLASS_CODES), "a class was added or removed: give it a kind in CLASS_CODES"
+    checked = {
+        k: v for k, v in defined.items() if k not in NOT_ERRORS and not k.startswith("workbench.errors.")
+    }
+    assert sorted(checked) == sorted(CLASS_CODES), (
+        "a class was added or removed: give it a kind in CLASS_CODES"
+    )
     for path, cls in checked.items():
         kinds = [k for k in KIND_CODES if issubclass(cls, k)]
         assert len(kinds) == 1, f"{path} derives from {kinds}, expected exactly one kind of workbench.errors"

@@ -11,14 +11,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 # vllm is not blocked: it is absent from the suite's venv already (make test-vllm has its own), and blocking it
 # here would raise out of the importlib.util.find_spec probes (TRL's) that see a missing package as None.
-BLOCK = '''
+BLOCK = """
 import importlib.abc, sys
 class _Bare(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
         if name.split(".")[0] in ("textual", "sqlite_utils", "store", "screens"):
             raise ImportError(f"{name} is not on the bare GPU machine")
 sys.meta_path.insert(0, _Bare())
-'''
+"""
 
 
 def test_gpu_check_smoke_runs_without_store_ui_or_vllm(tmp_path: Path) -> None:
@@ -26,8 +26,13 @@ def test_gpu_check_smoke_runs_without_store_ui_or_vllm(tmp_path: Path) -> None:
     site.mkdir()
     (site / "sitecustomize.py").write_text(BLOCK)
     env = {**os.environ, "PYTHONPATH": str(site), "OUT": str(tmp_path / "out"), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(["bash", str(ROOT / "scripts/gpu_check.sh"), "--smoke"], env=env, capture_output=True,
-                          text=True, timeout=240)
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts/gpu_check.sh"), "--smoke"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     report = json.loads((tmp_path / "out/grpo_smoke.json").read_text())
     (result,) = report["results"]

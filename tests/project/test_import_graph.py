@@ -60,7 +60,9 @@ def import_graph(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> dic
                     source = ".".join(base + ([node.module] if node.module else []))
                 else:
                     source = node.module or ""
-                targets = [f"{source}.{a.name}" if f"{source}.{a.name}" in modules else source for a in node.names]
+                targets = [
+                    f"{source}.{a.name}" if f"{source}.{a.name}" in modules else source for a in node.names
+                ]
             for target in targets:
                 resolved = _resolve(target, modules)
                 if resolved is not None and resolved != mod:
@@ -79,7 +81,7 @@ def find_cycle(graph: dict[str, set[str]], prefix: str) -> list[str] | None:
         stack.append(m)
         for nxt in sorted(graph[m] & inside):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state:
                 found = visit(nxt)
                 if found:

@@ -44,8 +44,18 @@ def test_open_sets_wal_foreign_keys_and_version(db):
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     assert store.db.schema_version(db) == store.db.SCHEMA_VERSION
-    assert {"runs", "tasks", "trajectories", "steps", "evals", "checkpoints", "commands", "labels", "events",
-            "verifiers"} <= set(db.table_names())
+    assert {
+        "runs",
+        "tasks",
+        "trajectories",
+        "steps",
+        "evals",
+        "checkpoints",
+        "commands",
+        "labels",
+        "events",
+        "verifiers",
+    } <= set(db.table_names())
 
 
 def test_reopen_is_idempotent(tmp_path):
@@ -150,15 +160,25 @@ def test_keyset_pages_cover_everything_once_in_order(db, run_id):
 
 
 def test_filters(db, run_id):
-    tids = list(tasks.add_tasks(db, [{"key": f"c:{i}", "dataset": "c", "split": "train", "prompt": f"p{i}"} for i in range(2)]).values())
+    tids = list(
+        tasks.add_tasks(
+            db, [{"key": f"c:{i}", "dataset": "c", "split": "train", "prompt": f"p{i}"} for i in range(2)]
+        ).values()
+    )
     fill(db, run_id, steps=4, groups=2, g=4, task_ids=tids)
     other = runs.create_run(db, name="o", model="m", config={})
     fill(db, other, steps=1)
     rows = _walk(db, TrajectoryFilter(run_id=run_id, step_min=1, step_max=2, reward_min=0.5, task_id=tids[1]))
     assert rows and all(1 <= r["step"] <= 2 and r["reward"] >= 0.5 and r["task_id"] == tids[1] for r in rows)
     assert all(r["run_id"] == run_id for r in _walk(db, TrajectoryFilter(run_id=run_id)))
-    db.execute("UPDATE trajectories SET completion = 'needle here' WHERE id = (SELECT MIN(id) FROM trajectories WHERE run_id = ?)", [run_id])
-    assert [r["completion"] for r in _walk(db, TrajectoryFilter(run_id=run_id, text="needle"))] == ["needle here"]
+    db.execute(
+        "UPDATE trajectories SET completion = 'needle here' "
+        "WHERE id = (SELECT MIN(id) FROM trajectories WHERE run_id = ?)",
+        [run_id],
+    )
+    assert [r["completion"] for r in _walk(db, TrajectoryFilter(run_id=run_id, text="needle"))] == [
+        "needle here"
+    ]
     assert _walk(db, TrajectoryFilter(run_id=run_id, errors_only=True)) == []
 
 
@@ -189,17 +209,30 @@ def test_non_finite_metrics_are_stored_as_valid_json_with_a_flag(db, run_id):
     nan, inf = float("nan"), float("inf")
     metrics.append_step(db, run_id, 0, {"reward": nan, "loss": inf, "grad_norm": -inf, "kl": 0.1})
     metrics.append_step(db, run_id, 1, {"reward": 0.5})
-    metrics.record_eval(db, run_id, step=1, tasks={"split": "held_out"}, mode="greedy",
-                        metrics={"success_rate": 0.5, "by_skill": {"time_12h": nan}, "ci": [0.1, inf]})
+    metrics.record_eval(
+        db,
+        run_id,
+        step=1,
+        tasks={"split": "held_out"},
+        mode="greedy",
+        metrics={"success_rate": 0.5, "by_skill": {"time_12h": nan}, "ci": [0.1, inf]},
+    )
     metrics.record_checkpoint(db, run_id, step=1, kind="lora", path="/x", metrics={"loss": nan})
     # SQLite's JSON functions read every row (a bare NaN was "malformed JSON" to json_extract)
     for table in ("steps", "evals", "checkpoints"):
         assert db.execute(f"SELECT COUNT(*) FROM {table} WHERE NOT json_valid(metrics)").fetchone()[0] == 0
-    assert db.execute("SELECT json_extract(metrics, '$.reward'), json_extract(metrics, '$.nonfinite.loss') "
-                      "FROM steps WHERE step = 0").fetchone() == (None, "inf")
+    assert db.execute(
+        "SELECT json_extract(metrics, '$.reward'), json_extract(metrics, '$.nonfinite.loss') "
+        "FROM steps WHERE step = 0"
+    ).fetchone() == (None, "inf")
     step0, step1 = metrics.steps_since(db, run_id)
-    assert step0["metrics"] == {"reward": None, "loss": None, "grad_norm": None, "kl": 0.1,
-                                "nonfinite": {"reward": "nan", "loss": "inf", "grad_norm": "-inf"}}
+    assert step0["metrics"] == {
+        "reward": None,
+        "loss": None,
+        "grad_norm": None,
+        "kl": 0.1,
+        "nonfinite": {"reward": "nan", "loss": "inf", "grad_norm": "-inf"},
+    }
     assert step1["metrics"] == {"reward": 0.5}  # finite rows carry no flag
     [ev] = metrics.list_evals(db, run_id)
     assert ev["metrics"]["by_skill"] == {"time_12h": None} and ev["metrics"]["ci"] == [0.1, None]
@@ -213,10 +246,24 @@ def test_steps_evals_checkpoints(db, run_id):
     assert [s["metrics"]["reward"] for s in metrics.steps_since(db, run_id)] == [0.1, 0.3]
     assert [s["step"] for s in metrics.steps_since(db, run_id, after_step=0)] == [1]
     ck = metrics.record_checkpoint(db, run_id, step=1, kind="periodic", path="/x/ck1")
-    e = metrics.record_eval(db, run_id, step=1, tasks={"split": "held_out"}, mode="greedy", metrics={"success": 0.5},
-                            checkpoint_id=ck)
-    base = metrics.record_eval(db, run_id, step=0, tasks={"split": "held_out"}, mode="greedy", metrics={"success": 0.1},
-                               is_baseline=True)
+    e = metrics.record_eval(
+        db,
+        run_id,
+        step=1,
+        tasks={"split": "held_out"},
+        mode="greedy",
+        metrics={"success": 0.5},
+        checkpoint_id=ck,
+    )
+    base = metrics.record_eval(
+        db,
+        run_id,
+        step=0,
+        tasks={"split": "held_out"},
+        mode="greedy",
+        metrics={"success": 0.1},
+        is_baseline=True,
+    )
     evs = metrics.list_evals(db, run_id)
     assert [x["id"] for x in evs] == [base, e] and evs[0]["is_baseline"] == 1
     assert metrics.latest_checkpoint(db, run_id)["id"] == ck
@@ -230,7 +277,9 @@ def test_steps_evals_checkpoints(db, run_id):
 
 def test_verifier_versions_and_single_active(db, run_id):
     v1 = verifiers.add_verifier_version(db, run_id, "tool_call", "def reward(o, t): return 1.0", active=True)
-    v2 = verifiers.add_verifier_version(db, run_id, "tool_call", "def reward(o, t): return 0.5", note="stricter")
+    v2 = verifiers.add_verifier_version(
+        db, run_id, "tool_call", "def reward(o, t): return 0.5", note="stricter"
+    )
     assert verifiers.add_verifier_version(db, run_id, "tool_call", "def reward(o, t): return 1.0") == v1
     assert [v["version"] for v in verifiers.verifier_history(db, run_id)] == [1, 2]
     assert verifiers.active_verifier(db, run_id)["id"] == v1
@@ -244,11 +293,16 @@ def test_dry_run_rows_changed_first(db, run_id):
     ids = [r["id"] for r in trajectories.trajectories_since(db, run_id, 0)]
     vid = verifiers.add_verifier_version(db, run_id, "v", "code")
     labels.add_label(db, ids[2], "bad", "hallucinated arg")
-    verifiers.record_dry_run(db, vid, [
-        {"trajectory_id": ids[0], "old_reward": 1.0, "new_reward": 1.0},
-        {"trajectory_id": ids[1], "old_reward": 1.0, "new_reward": 0.8},
-        {"trajectory_id": ids[2], "old_reward": 1.0, "new_reward": -1.0},
-    ], {"changed": 2})
+    verifiers.record_dry_run(
+        db,
+        vid,
+        [
+            {"trajectory_id": ids[0], "old_reward": 1.0, "new_reward": 1.0},
+            {"trajectory_id": ids[1], "old_reward": 1.0, "new_reward": 0.8},
+            {"trajectory_id": ids[2], "old_reward": 1.0, "new_reward": -1.0},
+        ],
+        {"changed": 2},
+    )
     rows = verifiers.dry_run_rows(db, vid)
     assert [r["trajectory_id"] for r in rows] == [ids[2], ids[1], ids[0]]
     assert rows[0]["label"] == "bad"
@@ -314,8 +368,10 @@ def test_lock_of_a_dead_local_worker_is_taken_over_at_once(db, run_id):
     assert thief != token and runs.heartbeat(db, run_id, token) is False
     row = runs.get_run(db, run_id)
     assert row["worker_pid"] == os.getpid() and row["lock_token"] == thief
-    assert any(f"from pid {gone}" in e["message"] and "process is gone" in e["message"]
-               for e in runs.events_since(db, run_id))
+    assert any(
+        f"from pid {gone}" in e["message"] and "process is gone" in e["message"]
+        for e in runs.events_since(db, run_id)
+    )
     # The same dead pid on another host proves nothing here: the heartbeat rule holds.
     db.execute("UPDATE runs SET worker_pid = ?, worker_host = 'another-host' WHERE id = ?", [gone, run_id])
     assert not runs.local_worker_gone("another-host", gone)
@@ -346,21 +402,31 @@ def test_status_changes_are_events(db, run_id):
     runs.set_status(db, run_id, "crashed", "OOM", error="Traceback ...")
     run = runs.get_run(db, run_id)
     assert run["status"] == "crashed" and run["error"] == "Traceback ..."
-    assert [e["message"] for e in runs.events_since(db, run_id)] == ["running: started by test", "crashed: OOM"]
+    assert [e["message"] for e in runs.events_since(db, run_id)] == [
+        "running: started by test",
+        "crashed: OOM",
+    ]
     with pytest.raises(ValueError):
         runs.set_status(db, run_id, "dancing")
 
 
 def test_task_stats(db, run_id):
-    ids = tasks.add_tasks(db, [{"key": "c:0", "dataset": "c", "split": "train", "prompt": "p", "expected_tool": "t"}])
+    ids = tasks.add_tasks(
+        db, [{"key": "c:0", "dataset": "c", "split": "train", "prompt": "p", "expected_tool": "t"}]
+    )
     again = tasks.add_tasks(db, [{"key": "c:0", "dataset": "c", "split": "train", "prompt": "p2"}])
     assert ids == again and tasks.get_task(db, ids["c:0"])["prompt"] == "p2"
     fill(db, run_id, steps=2, groups=1, g=4, task_ids=[ids["c:0"]])
     (stat,) = tasks.task_stats(db, run_id)
     assert stat["attempts"] == stat["rewarded"] == 8 and -8.0 <= stat["reward_sum"] <= 8.0
     assert stat["classified"] == 0 and stat["successes"] == 0  # rows without an outcome are not counted
-    trajectories.insert_trajectories(db, [dict(trajectory_row(run_id, 9, 0, i, random.Random(i), ids["c:0"]),
-                                               outcome={"success": i == 0}) for i in range(2)])
+    trajectories.insert_trajectories(
+        db,
+        [
+            dict(trajectory_row(run_id, 9, 0, i, random.Random(i), ids["c:0"]), outcome={"success": i == 0})
+            for i in range(2)
+        ],
+    )
     (stat,) = tasks.task_stats(db, run_id)
     assert (stat["attempts"], stat["classified"], stat["successes"]) == (10, 2, 1)
 
@@ -374,14 +440,32 @@ def test_task_stats_keeps_each_eval_of_a_task_apart(db, run_id):
     sft = metrics.record_eval(db, run_id, step=0, tasks=held, mode="greedy", metrics={})
 
     def rows(eval_id, split, rewards):
-        return [dict(trajectory_row(run_id, 0, 0, i, random.Random(i), tid), split=split, eval_id=eval_id,
-                     reward=r, outcome={"success": r == 1.0}) for i, r in enumerate(rewards)]
+        return [
+            dict(
+                trajectory_row(run_id, 0, 0, i, random.Random(i), tid),
+                split=split,
+                eval_id=eval_id,
+                reward=r,
+                outcome={"success": r == 1.0},
+            )
+            for i, r in enumerate(rewards)
+        ]
 
-    trajectories.insert_trajectories(db, rows(base, "held_out", [-1.0, 0.0]) + rows(sft, "held_out", [1.0, 1.0, 0.5])
-                                     + rows(None, "train", [0.2]))
-    got = {(s["split"], s["eval_id"]): (s["attempts"], s["reward_sum"], s["successes"])
-           for s in tasks.task_stats(db, run_id)}
-    assert got == {("held_out", base): (2, -1.0, 0), ("held_out", sft): (3, 2.5, 2), ("train", None): (1, 0.2, 0)}
+    trajectories.insert_trajectories(
+        db,
+        rows(base, "held_out", [-1.0, 0.0])
+        + rows(sft, "held_out", [1.0, 1.0, 0.5])
+        + rows(None, "train", [0.2]),
+    )
+    got = {
+        (s["split"], s["eval_id"]): (s["attempts"], s["reward_sum"], s["successes"])
+        for s in tasks.task_stats(db, run_id)
+    }
+    assert got == {
+        ("held_out", base): (2, -1.0, 0),
+        ("held_out", sft): (3, 2.5, 2),
+        ("train", None): (1, 0.2, 0),
+    }
 
 
 WRITER = textwrap.dedent(
@@ -408,8 +492,11 @@ WRITER = textwrap.dedent(
 def _writer(tmp_path, db_path, run_id, batches):
     script = tmp_path / "writer.py"
     script.write_text(WRITER.format(root=str(ROOT)))
-    return subprocess.Popen([sys.executable, str(script), str(db_path), str(run_id), str(batches)],
-                            stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(script), str(db_path), str(run_id), str(batches)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_reader_never_sees_half_a_batch(tmp_path):
@@ -455,7 +542,9 @@ def test_keyset_walk_with_bounds_returns_exactly_the_filtered_rows(db, run_id):
         for descending in (True, False):
             got = [r["id"] for r in _walk(db, flt, order=order, descending=descending)]
             clauses, params = flt.where()
-            want = {i for (i,) in db.execute(f"SELECT id FROM trajectories WHERE {' AND '.join(clauses)}", params)}
+            want = {
+                i for (i,) in db.execute(f"SELECT id FROM trajectories WHERE {' AND '.join(clauses)}", params)
+            }
             assert len(got) == len(set(got)) and set(got) == want, (flt, order, descending)
 
 
@@ -470,8 +559,9 @@ def test_mark_pausing_only_from_running_with_a_queued_pause(db, run_id):
 
 
 def test_omitted_optional_fields_take_the_schema_defaults(db, run_id):
-    (tid,) = trajectories.insert_trajectories(db, [{"run_id": run_id, "step": 0, "split": "train", "messages": [],
-                                                    "completion": "x"}])
+    (tid,) = trajectories.insert_trajectories(
+        db, [{"run_id": run_id, "step": 0, "split": "train", "messages": [], "completion": "x"}]
+    )
     row = trajectories.get_trajectory(db, tid)
     assert (row["group_idx"], row["sample_idx"], row["truncated"], row["reward"]) == (0, 0, 0, None)
 
@@ -496,7 +586,9 @@ def test_migration_from_v1_keeps_data_and_adds_eval_superseded(tmp_path):
         raw.execute(sql)
     raw.execute("INSERT INTO schema_version VALUES (1, 1, 0)")
     raw.execute("INSERT INTO runs (name, model, config, created, updated) VALUES ('old', 'm', '{}', 0, 0)")
-    raw.execute("INSERT INTO evals (run_id, step, tasks, mode, metrics, created) VALUES (1, 5, '{}', 'greedy', '{}', 0)")
+    raw.execute(
+        "INSERT INTO evals (run_id, step, tasks, mode, metrics, created) VALUES (1, 5, '{}', 'greedy', '{}', 0)"
+    )
     raw.commit()
     raw.close()
     db = store.open_db(p)
@@ -522,7 +614,8 @@ DISK_FULL = textwrap.dedent(
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the limit a write fails with EFBIG, not a signal
     resource.setrlimit(resource.RLIMIT_FSIZE, (size + 64 * 1024, size + 64 * 1024))
     try:
-        store.trajectories.insert_trajectories(db, [trajectory_row(run_id, 1, 0, i, random.Random(i)) for i in range(3000)])
+        rows = [trajectory_row(run_id, 1, 0, i, random.Random(i)) for i in range(3000)]
+        store.trajectories.insert_trajectories(db, rows)
     except store.DiskFullError as exc:
         print("DiskFullError:", exc)
     """
@@ -531,8 +624,12 @@ DISK_FULL = textwrap.dedent(
 
 def test_a_full_disk_mid_batch_is_a_clear_error_and_keeps_everything_committed(tmp_path):
     path = tmp_path / "full.db"
-    out = subprocess.run([sys.executable, "-c", DISK_FULL.format(root=str(Path(__file__).resolve().parents[2])),
-                          str(path)], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", DISK_FULL.format(root=str(Path(__file__).resolve().parents[2])), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.stdout.startswith("DiskFullError:"), out.stdout + out.stderr
     assert str(path) in out.stdout and "nothing of this write was kept" in out.stdout
     db = store.open_db(path)

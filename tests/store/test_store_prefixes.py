@@ -28,8 +28,13 @@ def trace(rng, turns=3, prefix=(7, 7, 7, 7)):
     out, prompt = [], [*prefix, rng.randrange(500)]
     for _ in range(turns):
         comp = [rng.randrange(50_000) for _ in range(rng.randint(0, 6))]
-        out.append({"prompt_ids": list(prompt), "completion_ids": comp,
-                    "logprobs": [-rng.random() * 4 for _ in comp]})
+        out.append(
+            {
+                "prompt_ids": list(prompt),
+                "completion_ids": comp,
+                "logprobs": [-rng.random() * 4 for _ in comp],
+            }
+        )
         prompt = prompt + comp + [rng.randrange(500) for _ in range(3)]
     return out
 
@@ -59,7 +64,9 @@ def test_rows_come_back_whole_and_the_prefix_is_stored_once(db, run_id):
         r.update(token_trace=t, token_prefix_len=4)
     ids = trajectories.insert_trajectories(db, rows)
     assert db.execute("SELECT kind, COUNT(*) FROM prefixes GROUP BY kind ORDER BY kind").fetchall() == [
-        ("messages", 1), ("tokens", 1)]
+        ("messages", 1),
+        ("tokens", 1),
+    ]
     stored = db.execute("SELECT messages FROM trajectories WHERE id = ?", [ids[0]]).fetchone()[0]
     assert HARNESS not in stored  # the row keeps only what follows the shared system prompt
     got = trajectories.get_trajectory(db, ids[5])
@@ -69,22 +76,37 @@ def test_rows_come_back_whole_and_the_prefix_is_stored_once(db, run_id):
     assert [m["messages"] for m in members] == [r["messages"] for r in rows[8:16]]
     full = trajectories.trajectories_since(db, run_id, 0, full=True)
     assert [m["messages"] for m in full] == [r["messages"] for r in rows]
-    assert all("token_trace" not in r or not isinstance(r["token_trace"], bytes)
-               for r in trajectories.trajectories_since(db, run_id, 0))
+    assert all(
+        "token_trace" not in r or not isinstance(r["token_trace"], bytes)
+        for r in trajectories.trajectories_since(db, run_id, 0)
+    )
     assert trajectories.last_trajectories(db, run_id, 1)[0]["messages"] == rows[-1]["messages"]
     # plain sqlite3 readers see both halves through the view
-    pre, rest = db.execute("SELECT prefix_messages, messages FROM trajectory_messages WHERE id = ?", [ids[0]]).fetchone()
+    pre, rest = db.execute(
+        "SELECT prefix_messages, messages FROM trajectory_messages WHERE id = ?", [ids[0]]
+    ).fetchone()
     assert HARNESS in pre and HARNESS not in rest
 
 
 def test_prefix_messages_hint_shares_the_harness_example_too(db, run_id):
-    msgs = [{"role": "system", "content": "S"}, {"role": "user", "content": "example"},
-            {"role": "assistant", "content": "{}"}, {"role": "user", "content": "task"}]
+    msgs = [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "example"},
+        {"role": "assistant", "content": "{}"},
+        {"role": "user", "content": "task"},
+    ]
     base = {"run_id": run_id, "step": 0, "split": "train", "completion": "x"}
-    ids = trajectories.insert_trajectories(db, [{**base, "messages": msgs, "prefix_messages": 3},
-                                                {**base, "messages": msgs[:1] + msgs[3:], "prefix_messages": 0}])
-    assert db.execute("SELECT messages FROM trajectories WHERE id = ?", [ids[0]]).fetchone()[0] == \
-        '[{"role":"user","content":"task"}]'
+    ids = trajectories.insert_trajectories(
+        db,
+        [
+            {**base, "messages": msgs, "prefix_messages": 3},
+            {**base, "messages": msgs[:1] + msgs[3:], "prefix_messages": 0},
+        ],
+    )
+    assert (
+        db.execute("SELECT messages FROM trajectories WHERE id = ?", [ids[0]]).fetchone()[0]
+        == '[{"role":"user","content":"task"}]'
+    )
     assert trajectories.get_trajectory(db, ids[0])["messages"] == msgs
     assert trajectories.get_trajectory(db, ids[1])["messages"] == msgs[:1] + msgs[3:]
     with pytest.raises(store.StoreError, match="prefix_messages"):
@@ -120,8 +142,10 @@ def test_v3_rows_read_unchanged_after_the_v4_migration(tmp_path):
             raw.execute(sql)
     raw.execute("INSERT INTO schema_version VALUES (1, 3, 0)")
     raw.execute("INSERT INTO runs (name, model, config, created, updated) VALUES ('old', 'm', '{}', 0, 0)")
-    raw.execute("INSERT INTO trajectories (run_id, step, split, messages, completion, created) VALUES "
-                "(1, 0, 'train', '[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":\"u\"}]', 'c', 0)")
+    raw.execute(
+        "INSERT INTO trajectories (run_id, step, split, messages, completion, created) VALUES "
+        '(1, 0, \'train\', \'[{"role":"system","content":"S"},{"role":"user","content":"u"}]\', \'c\', 0)'
+    )
     raw.commit()
     raw.close()
     db = store.open_db(p)

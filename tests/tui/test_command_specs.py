@@ -31,7 +31,9 @@ def test_the_store_refuses_exactly_the_kinds_the_table_lacks():
     assert store.commands.KINDS == NAMES  # the store's copy (it may not import the engine)
 
 
-@pytest.mark.parametrize("bad", [math.nan, "nan", math.inf, "-inf", -1e-3, 0, 0.0, 5.0, "abc", True, None, [1e-3]])
+@pytest.mark.parametrize(
+    "bad", [math.nan, "nan", math.inf, "-inf", -1e-3, 0, 0.0, 5.0, "abc", True, None, [1e-3]]
+)
 def test_set_lr_refuses_what_would_wreck_a_run_and_names_the_range(bad):
     with pytest.raises(PayloadError, match=r"set_lr: lr must be a number with 0 < lr <= 1 \(got "):
         check_command("set_lr", {"lr": bad})
@@ -91,11 +93,15 @@ def test_the_loop_answers_bad_rows_without_calling_a_handler(tmp_path):
     db = store.open_db(tmp_path / "wb.db")
     run_id = store.runs.create_run(db, name="r", model="m", config={})
     called: list[tuple[str, object]] = []
-    handlers = {c.name: (lambda n: lambda ctx, p, where: called.append((n, p)) or {"ok": n})(c.name)
-                for c in supported("trl")}
+    handlers = {
+        c.name: (lambda n: lambda ctx, p, where: called.append((n, p)) or {"ok": n})(c.name)
+        for c in supported("trl")
+    }
     loop = CommandLoop(db, run_id, "trl", handlers)
-    bad = db.execute("INSERT INTO commands (run_id, kind, payload, created) VALUES (?, 'set_lr', ?, ?)",
-                     [run_id, '{"lr": -1}', time.time()]).lastrowid
+    bad = db.execute(
+        "INSERT INTO commands (run_id, kind, payload, created) VALUES (?, 'set_lr', ?, ?)",
+        [run_id, '{"lr": -1}', time.time()],
+    ).lastrowid
     temp = store.commands.enqueue(db, run_id, "set_temperature", {"temperature": 0.5})
     good = store.commands.enqueue(db, run_id, "set_lr", {"lr": 0.01})
     assert loop.drain(None, "step_end") is True
@@ -108,7 +114,9 @@ def test_the_loop_answers_bad_rows_without_calling_a_handler(tmp_path):
 
 def test_where_a_command_may_run_follows_the_table():
     ck, pause, lr = COMMAND_BY_NAME["checkpoint"], COMMAND_BY_NAME["pause"], COMMAND_BY_NAME["set_lr"]
-    assert pause.may_run("rollout", outer=False, paused=False) and lr.may_run("update", outer=False, paused=False)
+    assert pause.may_run("rollout", outer=False, paused=False) and lr.may_run(
+        "update", outer=False, paused=False
+    )
     assert not ck.may_run("rollout", outer=False, paused=False)  # waits for an outer safe point
     assert ck.may_run("rollout", outer=False, paused=True)  # paused: at once
     assert not ck.may_run("update", outer=False, paused=True)  # but never between two optimizer steps
@@ -194,10 +202,21 @@ async def test_the_learning_rate_prompt_shows_the_range_and_sends_nothing_bad(fa
         assert app.screen is prompt and pending_commands(fake) == []  # still open; nothing sent
         prompt.query_one(Input).value = "1e-4"
         await pilot.press("enter")
-        await wait_until(pilot, lambda: [c["kind"] for c in pending_commands(fake)] == ["set_lr"], what="sent")
+        await wait_until(
+            pilot, lambda: [c["kind"] for c in pending_commands(fake)] == ["set_lr"], what="sent"
+        )
         assert pending_commands(fake)[0]["payload"] == {"lr": 1e-4}
-        dash.task_filter = task_id = next(iter(fake.task_ids.values()))  # a task selected: the palette offers a probe of it
-        (sample,) = [cb for title, _, cb in app.palette_commands() if title == f"Sample 8 completions of task {task_id}"]
+        dash.task_filter = task_id = next(
+            iter(fake.task_ids.values())
+        )  # a task selected: the palette offers a probe of it
+        (sample,) = [
+            cb
+            for title, _, cb in app.palette_commands()
+            if title == f"Sample 8 completions of task {task_id}"
+        ]
         sample()
         await wait_until(pilot, lambda: len(pending_commands(fake)) == 2, what="the sample command")
-        assert pending_commands(fake)[1]["payload"] == {"task_id": task_id, "n": 8}  # the typed Sample's fields
+        assert pending_commands(fake)[1]["payload"] == {
+            "task_id": task_id,
+            "n": 8,
+        }  # the typed Sample's fields

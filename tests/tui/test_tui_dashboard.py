@@ -31,8 +31,11 @@ def open_db(fake):
 def live_groups(fake) -> set[str]:
     """The run's live groups as the live pane keys them: (step, split, group, eval)."""
     db = open_db(fake)
-    rows = db.execute("SELECT DISTINCT step, split, group_idx, eval_id FROM trajectories "
-                      "WHERE run_id = ? AND superseded = 0", [fake.run_id]).fetchall()
+    rows = db.execute(
+        "SELECT DISTINCT step, split, group_idx, eval_id FROM trajectories "
+        "WHERE run_id = ? AND superseded = 0",
+        [fake.run_id],
+    ).fetchall()
     db.conn.close()
     return {f"{s}:{sp}:{g}:{'' if e is None else e}" for s, sp, g, e in rows}
 
@@ -56,7 +59,15 @@ async def test_dashboard_fills_all_panes(fake):
         assert len(live_groups(fake)) == 16
         assert all(len(g.members) == 4 for g in rollouts.groups.values() if g.key[1] == "train")
         status = plain(dash.query_one(StatusBar))
-        for part in ("fake-grpo", "running", "step 5/100", "tool_call_verifier v1", "ckpt @5", "worker ✓", "ETA"):
+        for part in (
+            "fake-grpo",
+            "running",
+            "step 5/100",
+            "tool_call_verifier v1",
+            "ckpt @5",
+            "worker ✓",
+            "ETA",
+        ):
             assert part in status, part
         assert not dash.query_one(Banner).has_class("-shown")
         # The scores pane reads its step in a thread (it must not hold up the UI under a fast writer).
@@ -81,8 +92,11 @@ async def test_p_enqueues_pause_and_the_answer_becomes_a_toast(fake):
         await wait_until(pilot, lambda: app.tracker.answers, what="answer")
         assert app.tracker.answers[-1].message == "paused after group 2"
         # App.notify posts a message: the toast lands a moment after the answer is recorded.
-        await wait_until(pilot, lambda: any("paused after group 2" in str(n.message) for n in app._notifications),
-                         what="toast")
+        await wait_until(
+            pilot,
+            lambda: any("paused after group 2" in str(n.message) for n in app._notifications),
+            what="toast",
+        )
         # Paused: r now resumes (and p is hidden).
         await wait_until(pilot, lambda: app.current_run.status == "paused")
         assert app.check_action("pause", ()) is False
@@ -154,7 +168,9 @@ async def test_live_pane_picks_up_rows_written_after_start_and_keeps_n(fake):
         stats = dash.query_one(TasksPane).stats
         total = sum(r.attempts for r in stats.rows.values())
         db = open_db(fake)
-        assert total == sum(s["attempts"] for s in tasks.task_stats(db, fake.run_id))  # incremental == full scan
+        assert total == sum(
+            s["attempts"] for s in tasks.task_stats(db, fake.run_id)
+        )  # incremental == full scan
         db.conn.close()
         assert dash.score_step == 10
 
@@ -180,8 +196,13 @@ async def test_task_filter_sort_and_curves(fake):
         for key in task_rows:
             assert {m.task_id for m in rollouts.groups[key.value].members} == {dash.task_filter}
         assert "task " in plain(dash.query_one(StatusBar))
-        await wait_until(pilot, lambda: dash.query_one(CurvesPane).task_series is not None
-                         and dash.query_one(CurvesPane).task_series.sums)
+        await wait_until(
+            pilot,
+            lambda: (
+                dash.query_one(CurvesPane).task_series is not None
+                and dash.query_one(CurvesPane).task_series.sums
+            ),
+        )
         await pilot.press("escape")
         assert dash.task_filter is None
         assert rollouts.table.row_count > len(task_rows)
@@ -209,11 +230,15 @@ async def test_enter_on_a_rollout_opens_it(fake):
         wanted = pane.highlighted_id()
         assert wanted == max(group.members, key=lambda m: m.reward).id  # the group's best sample
         await pilot.press("enter")
-        await wait_until(pilot, lambda: isinstance(app.screen, TrajectoryScreen) and app.screen.shown is not None)
+        await wait_until(
+            pilot, lambda: isinstance(app.screen, TrajectoryScreen) and app.screen.shown is not None
+        )
         assert app.screen.shown.id == wanted
         # Opened as a group: its members side by side.
         assert app.screen.group_view and app.screen.query_one("#group").display
-        await wait_until(pilot, lambda: len(app.screen.query(".member")) == len(group.members), what="members")
+        await wait_until(
+            pilot, lambda: len(app.screen.query(".member")) == len(group.members), what="members"
+        )
 
 
 async def test_crashed_run_shows_banner_and_traceback(tmp_path):
@@ -275,8 +300,10 @@ async def test_several_runs_start_on_the_runs_list(tmp_path):
     second = make_fake_run(path, name="second", n_steps=2, seed=3)
     app = WorkbenchApp(path, poll_s=0.1)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_until(pilot, lambda: isinstance(app.screen, RunsScreen)
-                         and app.screen.query_one(DataTable).row_count == 2)
+        await wait_until(
+            pilot,
+            lambda: isinstance(app.screen, RunsScreen) and app.screen.query_one(DataTable).row_count == 2,
+        )
         await pilot.press("enter")  # newest first: "second"
         dash = await open_dashboard(pilot)
         assert app.run_id == second.run_id
@@ -303,8 +330,15 @@ async def test_screens_and_help_open_from_the_dashboard(fake):
         await pilot.press("question_mark")
         await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen))
         text = " ".join(plain(s) for s in app.screen.query("Static"))
-        for word in ("Pause", "Next", "Dry run", "Group", "Mode", "When the run controls work",
-                     "while paused or pausing, with a live worker"):
+        for word in (
+            "Pause",
+            "Next",
+            "Dry run",
+            "Group",
+            "Mode",
+            "When the run controls work",
+            "while paused or pausing, with a live worker",
+        ):
             assert word in text, word
         await pilot.press("escape")
         await wait_until(pilot, lambda: isinstance(app.screen, DashboardScreen))
@@ -350,8 +384,20 @@ def test_every_binding_has_an_id():
     from screens.verifier_editor import VerifierEditorScreen
 
     ids = []
-    for cls in (WorkbenchApp, DashboardScreen, TrajectoryScreen, VerifierEditorScreen, EvalsScreen, RunsScreen,
-                HelpScreen, ConfirmScreen, PromptScreen, TextScreen, FilterScreen, EventsScreen):
+    for cls in (
+        WorkbenchApp,
+        DashboardScreen,
+        TrajectoryScreen,
+        VerifierEditorScreen,
+        EvalsScreen,
+        RunsScreen,
+        HelpScreen,
+        ConfirmScreen,
+        PromptScreen,
+        TextScreen,
+        FilterScreen,
+        EventsScreen,
+    ):
         for b in cls.BINDINGS:
             assert isinstance(b, Binding) and b.id, f"{cls.__name__}: {b}"
             ids.append(b.id)
@@ -382,10 +428,15 @@ async def test_dashboard_follows_a_worker_that_took_the_run_over(fake):
         killed = subprocess.Popen([sys.executable, "-c", "pass"])
         killed.wait()
         db = open_db(fake)
-        db.execute("UPDATE runs SET worker_pid = ? WHERE id = ?", [killed.pid, fake.run_id])  # its pid is gone
+        db.execute(
+            "UPDATE runs SET worker_pid = ? WHERE id = ?", [killed.pid, fake.run_id]
+        )  # its pid is gone
         banner = dash.query_one(Banner)
-        await wait_until(pilot, lambda: banner.has_class("-shown") and "No live worker" in plain(banner),
-                         what="the banner, before 30 s")
+        await wait_until(
+            pilot,
+            lambda: banner.has_class("-shown") and "No live worker" in plain(banner),
+            what="the banner, before 30 s",
+        )
         assert app.check_action("resume", ()) is True  # r starts a worker
         # In one go between two polls (no await): the new worker's lock, starting, resume, running.
         runs.acquire_lock(db, fake.run_id, stale_after_s=STALE_AFTER_S)  # no "already has a live worker"
@@ -395,8 +446,11 @@ async def test_dashboard_follows_a_worker_that_took_the_run_over(fake):
         db.conn.close()
         assert n > 0
         await wait_until(pilot, lambda: dash._generation > gen and dash.loaded, what="a reload")
-        await wait_until(pilot, lambda: {k.value for k in rollouts.table.rows} == live_groups(fake),
-                         what="superseded groups gone")
+        await wait_until(
+            pilot,
+            lambda: {k.value for k in rollouts.table.rows} == live_groups(fake),
+            what="superseded groups gone",
+        )
         assert rollouts.table.row_count < n_before
         assert dash.last_step == 2
         await wait_until(pilot, lambda: not banner.has_class("-shown"), what="the banner to go")
@@ -436,7 +490,9 @@ async def test_a_narrow_terminal_shows_one_pane_at_a_time(fake):
         assert all(dash.query_one(cls).display for cls in (TasksPane, RolloutsPane))
 
 
-@pytest.mark.parametrize("key, choice, queued", [("k", "keep", []), ("s", "stop", ["stop"]), ("escape", None, [])])
+@pytest.mark.parametrize(
+    "key, choice, queued", [("k", "keep", []), ("s", "stop", ["stop"]), ("escape", None, [])]
+)
 async def test_q_in_the_demo_asks_whether_the_worker_keeps_training(fake, key, choice, queued):
     from screens.modals import QuitScreen
 

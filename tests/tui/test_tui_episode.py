@@ -60,7 +60,9 @@ def test_a_right_episode_reads_turn_by_turn_and_ends_as_expected(agent, view):
     assert s is not None and [t.number for t in s.turns] == [1, 2, 3, 4]
     look, cancel, create, finish = s.turns
     assert [c.name for c in look.calls] == ["calendar.list_events"] and look.changes == ()
-    assert look.results[0]["ok"] is True and look.results[0]["result"]["events"]  # the stored result, as the agent saw it
+    assert (
+        look.results[0]["ok"] is True and look.results[0]["result"]["events"]
+    )  # the stored result, as the agent saw it
     assert [(c.sign, c.collection) for c in cancel.changes] == [("-", "events")]
     assert [(c.sign, c.collection) for c in create.changes] == [("+", "events")]
     # the time the agent read in turn 1 is the one it booked in turn 3
@@ -79,7 +81,9 @@ def test_the_final_state_names_a_leftover_apart_from_a_new_item(agent, view):
 
     from screens.trajectory_view import final_text
 
-    no_cancel = _group(agent, _rows(view, agent), "reschedule")[2]  # looked, booked the new day, never cancelled
+    no_cancel = _group(agent, _rows(view, agent), "reschedule")[
+        2
+    ]  # looked, booked the new day, never cancelled
     s = story_for(no_cancel, view.task(no_cancel.task_id))
     assert s is not None and s.check.differences == 1
     console = Console(width=120, record=True, color_system=None)
@@ -107,7 +111,9 @@ def test_a_stored_result_the_replay_does_not_reproduce_is_marked(agent, view):
     right = _group(agent, _rows(view, agent), "reschedule")[0]
     messages = [dict(m) for m in right.messages or ()]
     k = next(i for i, m in enumerate(messages) if m["role"] == "tool")
-    messages[k]["content"] = json.dumps({"tool": "calendar.list_events", "ok": True, "result": {"events": []}})
+    messages[k]["content"] = json.dumps(
+        {"tool": "calendar.list_events", "ok": True, "result": {"events": []}}
+    )
     s = story_for(dataclasses.replace(right, messages=tuple(messages)), view.task(right.task_id))
     assert s is not None and s.turns[0].replay_differs and s.replay_differs
     assert not s.turns[1].replay_differs
@@ -119,10 +125,14 @@ def test_native_format_turns_replay_from_their_tool_calls(agent, view):
     assert s is not None
     native = [*s.lead]
     for t in s.turns:
-        calls = [{"type": "function", "id": f"c{t.number}", "function": {"name": c.name, "arguments": c.args}}
-                 for c in t.calls]
+        calls = [
+            {"type": "function", "id": f"c{t.number}", "function": {"name": c.name, "arguments": c.args}}
+            for c in t.calls
+        ]
         native.append({"role": "assistant", "content": "", "tool_calls": calls})
-        native += [{"role": "tool", "tool_call_id": f"c{t.number}", "content": json.dumps(r)} for r in t.results]
+        native += [
+            {"role": "tool", "tool_call_id": f"c{t.number}", "content": json.dumps(r)} for r in t.results
+        ]
     n = story_for(dataclasses.replace(right, messages=tuple(native)), view.task(right.task_id))
     assert n is not None and [t.changes for t in n.turns] == [t.changes for t in s.turns] and n.check.matches
     assert not n.replay_differs

@@ -64,12 +64,30 @@ async def test_test_split_is_shown_beside_validation_with_skills_and_why_promote
     db = store.open_db(fake.db_path)
     skills = {"tool:calendar.create_event": {"n": 8, "success": 0.5}, "time_12h": {"n": 4, "success": 0.25}}
     test = {"split": "test", "n": 80}
-    store.metrics.record_eval(db, fake.run_id, step=0, tasks=test, mode="greedy", is_baseline=True,
-                              metrics={"success_rate": 0.1, "by_skill": skills})
-    step2 = next(e for e in store.metrics.list_evals(db, fake.run_id) if e["checkpoint_id"] == fake.checkpoint_ids[0])
-    store.metrics.record_eval(db, fake.run_id, step=step2["step"], tasks=test, mode="greedy",
-                              checkpoint_id=fake.checkpoint_ids[0], metrics={"success_rate": 0.4, "by_skill": skills})
-    store.runs.add_event(db, fake.run_id, "promotion", f"step {step2['step']}: promoted: vs base +32pp [+15, +50]")
+    store.metrics.record_eval(
+        db,
+        fake.run_id,
+        step=0,
+        tasks=test,
+        mode="greedy",
+        is_baseline=True,
+        metrics={"success_rate": 0.1, "by_skill": skills},
+    )
+    step2 = next(
+        e for e in store.metrics.list_evals(db, fake.run_id) if e["checkpoint_id"] == fake.checkpoint_ids[0]
+    )
+    store.metrics.record_eval(
+        db,
+        fake.run_id,
+        step=step2["step"],
+        tasks=test,
+        mode="greedy",
+        checkpoint_id=fake.checkpoint_ids[0],
+        metrics={"success_rate": 0.4, "by_skill": skills},
+    )
+    store.runs.add_event(
+        db, fake.run_id, "promotion", f"step {step2['step']}: promoted: vs base +32pp [+15, +50]"
+    )
     db.conn.close()
     app = WorkbenchApp(fake.db_path, poll_s=0.2)
     async with app.run_test(size=(110, 40)) as pilot:

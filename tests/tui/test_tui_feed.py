@@ -27,7 +27,9 @@ def burst(fake, n: int, first_step: int = 6) -> list[int]:
     tids = sorted(fake.task_ids.values())
     rows = []
     for i in range(n):
-        row = trajectory_row(fake.run_id, first_step + i // 32, (i // 8) % 4, i % 8, rng, task_id=tids[i % len(tids)])
+        row = trajectory_row(
+            fake.run_id, first_step + i // 32, (i // 8) % 4, i % 8, rng, task_id=tids[i % len(tids)]
+        )
         row["outcome"] = {"success": row["reward"] == 1.0}
         rows.append(row)
     db = store.open_db(fake.db_path)
@@ -53,14 +55,21 @@ def test_feed_skips_a_backlog_and_sums_what_it_skipped(fake):
         assert set(stats.rows) == set(full)
         for key, row in stats.rows.items():
             assert (row.attempts, row.rewarded, row.classified, row.successes) == (
-                full[key].attempts, full[key].rewarded, full[key].classified, full[key].successes)
+                full[key].attempts,
+                full[key].rewarded,
+                full[key].classified,
+                full[key].successes,
+            )
             assert row.reward_sum == pytest.approx(full[key].reward_sum)
         # A task's per-step sums of the skipped rows (for its reward curve under a task filter).
         task = feed.rows[0].task_id
         assert task is not None
         steps = view.feed(fake.run_id, top, limit=FEED_LIMIT, task_id=task).skipped_steps
-        skipped = [r for r in view.trajectories_since(fake.run_id, top, limit=BURST)[:BURST - FEED_LIMIT]
-                   if r.task_id == task]
+        skipped = [
+            r
+            for r in view.trajectories_since(fake.run_id, top, limit=BURST)[: BURST - FEED_LIMIT]
+            if r.task_id == task
+        ]
         assert sum(n for _, n in steps.values()) == len(skipped) > 0
         # Caught up: the rows after the newest one read are all there is, nothing skipped.
         assert view.feed(fake.run_id, ids[-1], limit=FEED_LIMIT).rows == []

@@ -60,7 +60,9 @@ async def test_closing_a_modal_keeps_the_footer_widgets() -> None:
         await pilot.pause()
         assert app.screen is main
         after = keys(main)
-        assert all(after[k] is before[k] for k in before), "the footer was rebuilt though its keys did not change"
+        assert all(after[k] is before[k] for k in before), (
+            "the footer was rebuilt though its keys did not change"
+        )
 
 
 async def test_the_footer_follows_a_key_that_turns_on_or_off() -> None:

@@ -90,19 +90,25 @@ async def test_curves_x_axis_ticks_are_whole_steps(fake):
         assert re.findall(r"\d+", axis[-1])[:3] == ["0", "1", "2"]
 
 
-@pytest.mark.parametrize(("xs", "width", "ticks"), [
-    ([1, 2.8, 4.5, 5], 40, [1, 2, 3, 4, 5]),
-    ([0, 100], 40, [0, 20, 40, 60, 80, 100]),
-    ([0, 1000], 40, [0, 200, 400, 600, 800, 1000]),
-    ([3, 3], 40, [3]),
-    ([], 40, []),
-])
+@pytest.mark.parametrize(
+    ("xs", "width", "ticks"),
+    [
+        ([1, 2.8, 4.5, 5], 40, [1, 2, 3, 4, 5]),
+        ([0, 100], 40, [0, 20, 40, 60, 80, 100]),
+        ([0, 1000], 40, [0, 200, 400, 600, 800, 1000]),
+        ([3, 3], 40, [3]),
+        ([], 40, []),
+    ],
+)
 def test_step_ticks(xs, width, ticks):
     assert step_ticks(xs, width) == ticks
 
 
-@pytest.mark.parametrize("sizes", [((80, 24), (200, 50), (80, 24)), ((200, 50), (80, 24), (200, 50))],
-                         ids=["80-200-80", "200-80-200"])
+@pytest.mark.parametrize(
+    "sizes",
+    [((80, 24), (200, 50), (80, 24)), ((200, 50), (80, 24), (200, 50))],
+    ids=["80-200-80", "200-80-200"],
+)
 def test_dashboard_snapshot_after_resizes(tmp_path, snap_compare, sizes):
     """The picture after a round trip equals a fresh start at that size: nothing of the other size stays."""
     fake = fake_copy(tmp_path / "wb.db")

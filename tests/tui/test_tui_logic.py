@@ -22,7 +22,13 @@ from workbench.view.records import Checkpoint
 
 def test_reward_colours_and_text_helpers():
     assert [reward_style(r) for r in (-1.0, 0.0, 0.6, 0.9999, 1.0, None)] == [
-        "red", "yellow", "yellow", "green", "green", "dim"]
+        "red",
+        "yellow",
+        "yellow",
+        "green",
+        "green",
+        "dim",
+    ]
     assert first_line("Traceback (most recent call last):\n  File x\nValueError: boom") == "ValueError: boom"
     assert first_line("plain reason\nmore") == "plain reason"
     assert task_label(Task(3, "calendar:create-1", "calendar", "train", "p"), 3) == "create-1"
@@ -35,16 +41,51 @@ def test_histogram_gives_each_reward_value_its_bin():
 
 
 def test_part_series_sparkline_and_scores_text():
-    steps = [Step(i, {"reward": 0.1 * i, "parts/tool": 0.1 * i, "parts/valid_json": -0.5 + 0.1 * i,
-                      "parts/custom": 1.0}) for i in range(5)]
+    steps = [
+        Step(
+            i,
+            {
+                "reward": 0.1 * i,
+                "parts/tool": 0.1 * i,
+                "parts/valid_json": -0.5 + 0.1 * i,
+                "parts/custom": 1.0,
+            },
+        )
+        for i in range(5)
+    ]
     assert sparkline([0, 1, 2, 3], 4) == "▁▃▆█"
     assert len(sparkline(list(range(100)), 10)) == 10
-    right = {"valid_json": True, "parsed": True, "correct_tool": True, "correct_args": True, "success": True,
-             "unsafe": False}
-    rows = [Trajectory(1, 1, 4, "train", "{}", reward=1.0, tool_calls=(ToolCall("t", {}),), outcome=right,
-                       reward_parts={"valid_json": 0.0, "tool": 0.4, "args": 0.4}),
-            Trajectory(2, 1, 4, "train", "no", reward=-1.0, reward_parts={"valid_json": -1.0},
-                       outcome={k: False for k in right})]
+    right = {
+        "valid_json": True,
+        "parsed": True,
+        "correct_tool": True,
+        "correct_args": True,
+        "success": True,
+        "unsafe": False,
+    }
+    rows = [
+        Trajectory(
+            1,
+            1,
+            4,
+            "train",
+            "{}",
+            reward=1.0,
+            tool_calls=(ToolCall("t", {}),),
+            outcome=right,
+            reward_parts={"valid_json": 0.0, "tool": 0.4, "args": 0.4},
+        ),
+        Trajectory(
+            2,
+            1,
+            4,
+            "train",
+            "no",
+            reward=-1.0,
+            reward_parts={"valid_json": -1.0},
+            outcome={k: False for k in right},
+        ),
+    ]
     for width in (40, 100):
         text = render_scores(rows, steps, step=4, width=width, height=12).plain
         assert "step 4 · 2 samples · mean +0.00" in text and "bad JSON 50%" in text and "tool" in text
@@ -62,14 +103,30 @@ def test_status_text_and_banner():
     run = Run(3, "demo", "m", "running", {"max_steps": 100}, lock_held=True, heartbeat=1000.0)
     steps = [Step(i, {"step_time_s": 20.0, "tokens_per_s": 90.0}) for i in range(10)]
     assert rates(steps) == (pytest.approx(0.05), pytest.approx(90.0))
-    text = status_text(run, RunState.of(run, 1001.0), steps, verifier=VerifierVersion(1, "tool_call_verifier", 2, ""),
-                       checkpoint=Checkpoint(1, 3, 5, "periodic", "/x")).plain
-    for part in ("running", "#3 demo", "step 9/100", "0.050 step/s", "90 tok/s", "ETA 30m20s",
-                 "tool_call_verifier v2", "ckpt @5", "worker ✓"):
+    text = status_text(
+        run,
+        RunState.of(run, 1001.0),
+        steps,
+        verifier=VerifierVersion(1, "tool_call_verifier", 2, ""),
+        checkpoint=Checkpoint(1, 3, 5, "periodic", "/x"),
+    ).plain
+    for part in (
+        "running",
+        "#3 demo",
+        "step 9/100",
+        "0.050 step/s",
+        "90 tok/s",
+        "ETA 30m20s",
+        "tool_call_verifier v2",
+        "ckpt @5",
+        "worker ✓",
+    ):
         assert part in text, part
     assert banner_text(run, RunState.of(run, 1001.0), 1001.0) is None
     assert "No live worker" in banner_text(run, RunState.of(run, 2000.0), 2000.0).plain
-    crashed = dataclasses.replace(run, status="crashed", error="Traceback (most recent call last):\nKeyError: 'x'")
+    crashed = dataclasses.replace(
+        run, status="crashed", error="Traceback (most recent call last):\nKeyError: 'x'"
+    )
     assert "CRASHED: KeyError: 'x'" in banner_text(crashed, RunState.of(crashed, 1001.0), 1001.0).plain
 
 
@@ -137,10 +194,17 @@ def test_status_line_is_one_line_and_keeps_what_matters_when_narrow():
     from workbench.view import Progress
 
     run = Run(3, "demo", "m", "running", {"max_steps": 20}, lock_held=True, heartbeat=1000.0)
-    steps = [Step(i, {"step_time_s": 40.0, "tokens_per_s": 90.0, "rollout_time_s": 25.0, "update_time_s": 15.0})
-             for i in range(1, 4)]
-    sft = Progress("sft", "SFT 3/15 loss 0.842", 1000.0, done=3, total=15, data={"phase": "sft", "loss": 0.8421})
-    kw = dict(verifier=VerifierVersion(1, "tool_call_verifier", 2, ""), checkpoint=Checkpoint(1, 3, 5, "periodic", "/x"))
+    steps = [
+        Step(i, {"step_time_s": 40.0, "tokens_per_s": 90.0, "rollout_time_s": 25.0, "update_time_s": 15.0})
+        for i in range(1, 4)
+    ]
+    sft = Progress(
+        "sft", "SFT 3/15 loss 0.842", 1000.0, done=3, total=15, data={"phase": "sft", "loss": 0.8421}
+    )
+    kw = dict(
+        verifier=VerifierVersion(1, "tool_call_verifier", 2, ""),
+        checkpoint=Checkpoint(1, 3, 5, "periodic", "/x"),
+    )
     wide = status_text(run, RunState.of(run, 1001.0), steps, progress=sft, width=200, **kw).plain
     for part in ("running", "step 3/20", "SFT 3/15 loss 0.842", "roll 25s upd 15s", "tool_call_verifier v2"):
         assert part in wide, part
@@ -149,7 +213,9 @@ def test_status_line_is_one_line_and_keeps_what_matters_when_narrow():
     for part in ("running", "step 3/20", "SFT 3/15 loss 0.842"):  # the least important items went first
         assert part in narrow, part
     assert "ckpt @5" not in narrow
-    rollout = Progress("rollout", "", 1000.0, done=24, total=48, step=4, eta_s=600.0, data={"phase": "rollout"})
+    rollout = Progress(
+        "rollout", "", 1000.0, done=24, total=48, step=4, eta_s=600.0, data={"phase": "rollout"}
+    )
     line = status_text(run, RunState.of(run, 1001.0), steps, progress=rollout, width=80, **kw).plain
     assert "rollout 24/48 tok" in line and "ETA 10m" in line
     stopped = dataclasses.replace(run, status="stopped")  # a report of a worker that is gone is not shown

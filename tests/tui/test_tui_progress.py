@@ -23,8 +23,13 @@ def sft_run(path) -> tuple[int, Progress, list[float]]:
     now = [0.0]
     p = Progress(db, rid, lambda m: None, every_s=0.0, clock=lambda: now[0])
     for i in range(6):
-        runs.add_event(db, rid, "sft_step", f"SFT step {i + 1}: loss {1.0 / (i + 1):.4f}",
-                       {"step": i + 1, "loss": 1.0 / (i + 1)})
+        runs.add_event(
+            db,
+            rid,
+            "sft_step",
+            f"SFT step {i + 1}: loss {1.0 / (i + 1):.4f}",
+            {"step": i + 1, "loss": 1.0 / (i + 1)},
+        )
         p.report("sft", i + 1, 160, loss=1.0 / (i + 1))
         now[0] += 2.0
     db.conn.close()
@@ -42,7 +47,9 @@ async def test_sft_loss_is_plotted_as_it_comes_and_the_status_has_an_eta(tmp_pat
         assert curves.curve.key == "sft_loss" and "SFT loss" in curves.border_title
         assert [s for s, _ in curves.sft] == [1, 2, 3, 4, 5, 6]
         # The status bar reads the newest progress on its own poll: wait for it, then check what it says.
-        await wait_until(pilot, lambda: "SFT 6/160" in plain(dash.query_one(StatusBar)), what="the SFT progress")
+        await wait_until(
+            pilot, lambda: "SFT 6/160" in plain(dash.query_one(StatusBar)), what="the SFT progress"
+        )
         status = plain(dash.query_one(StatusBar))
         assert "SFT 6/160 loss 0.167" in status and "5m08s left" in status  # 0.5 steps/s, 154 to go
         # The first GRPO step: the pane turns to the reward by itself (the user had not picked a curve).

@@ -17,14 +17,20 @@ HEADER = ["prompt", "split", "policy", "n", "mean", "succ", "task"]
 def cells(table: DataTable) -> list[dict[str, str]]:
     """The table's rows as drawn, by column label."""
     labels = [str(c.label) for c in table.ordered_columns]
-    return [{lb: getattr(c, "plain", str(c)) for lb, c in zip(labels, table.get_row_at(i), strict=True)}
-            for i in range(table.row_count)]
+    return [
+        {lb: getattr(c, "plain", str(c)) for lb, c in zip(labels, table.get_row_at(i), strict=True)}
+        for i in range(table.row_count)
+    ]
 
 
 def test_policy_labels_name_the_policy_each_eval_measured():
     checkpoints = [Checkpoint(1, 1, 0, "sft", "/c/sft"), Checkpoint(2, 1, 40, "periodic", "/c/40")]
-    evals = [Eval(13, 1, 40, "greedy", False, checkpoint_id=2), Eval(12, 1, 0, "sampled", False, checkpoint_id=1),
-             Eval(11, 1, 0, "greedy", False, checkpoint_id=1), Eval(10, 1, 0, "greedy", True)]
+    evals = [
+        Eval(13, 1, 40, "greedy", False, checkpoint_id=2),
+        Eval(12, 1, 0, "sampled", False, checkpoint_id=1),
+        Eval(11, 1, 0, "greedy", False, checkpoint_id=1),
+        Eval(10, 1, 0, "greedy", True),
+    ]
     labels = policy_labels(evals, checkpoints)
     assert labels == {10: "base", 11: "sft", 12: "sft smp", 13: "step 40"}
     assert list(labels) == [10, 11, 12, 13]  # the order the pane shows a task's evals in
@@ -45,12 +51,15 @@ async def test_each_eval_of_a_held_out_task_is_its_own_row(fake):
         shown = cells(table)
         # The fake run evaluated its held-out tasks at steps 2 and 5: two rows each, one row per training task.
         assert [(r["task"], r["policy"], r["n"]) for r in shown if r["split"] == "held"] == [
-            (k.removeprefix("fake:"), policy, "1") for k in held for policy in ("step 2", "step 5")]
+            (k.removeprefix("fake:"), policy, "1") for k in held for policy in ("step 2", "step 5")
+        ]
         assert {r["policy"] for r in shown if r["split"] == "train"} == {"training"} and len(shown) == 8
 
         # The baseline and the SFT policy are evaluated while the dashboard watches (the SFT eval is new to it).
         ids = add_policy_evals(fake)
-        await wait_until(pilot, lambda: sum(r["split"] == "held" for r in cells(table)) == 8, what="the new evals")
+        await wait_until(
+            pilot, lambda: sum(r["split"] == "held" for r in cells(table)) == 8, what="the new evals"
+        )
         shown = cells(table)
         for k in held:
             rows = [r for r in shown if r["task"] == k.removeprefix("fake:")]

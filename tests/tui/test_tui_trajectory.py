@@ -23,7 +23,9 @@ async def open_trajectories(pilot) -> TrajectoryScreen:
 
 async def moved(pilot, screen: TrajectoryScreen, key: str, before: int) -> int:
     await pilot.press(key)
-    await wait_until(pilot, lambda: screen.shown is not None and screen.shown.id != before, what=f"{key} moves")
+    await wait_until(
+        pilot, lambda: screen.shown is not None and screen.shown.id != before, what=f"{key} moves"
+    )
     return screen.shown.id
 
 
@@ -67,7 +69,9 @@ async def test_step_through_see_the_group_and_label(fake):
         await pilot.press(*"right tool", "enter")
         await wait_until(pilot, lambda: isinstance(app.screen, TrajectoryScreen))
         await app.workers.wait_for_complete()
-        assert [(lab["verdict"], lab["note"]) for lab in labels.labels_for(db, tid)] == [("good", "right tool")]
+        assert [(lab["verdict"], lab["note"]) for lab in labels.labels_for(db, tid)] == [
+            ("good", "right tool")
+        ]
         await wait_until(pilot, lambda: "label: good" in plain(screen.query_one("#traj-head")))
         await pilot.press("minus")
         await wait_until(pilot, lambda: isinstance(app.screen, PromptScreen))
@@ -101,7 +105,9 @@ async def test_search_sort_and_filters(fake):
         db.conn.close()
         assert screen.shown.reward == max(all_rewards)
         await pilot.press("o")
-        await wait_until(pilot, lambda: not screen.browser.descending and screen.shown.reward == min(all_rewards))
+        await wait_until(
+            pilot, lambda: not screen.browser.descending and screen.shown.reward == min(all_rewards)
+        )
         # f: a reward range and train only
         await pilot.press("f")
         await wait_until(pilot, lambda: isinstance(app.screen, FilterScreen))

@@ -176,7 +176,7 @@ async def test_the_editor_is_usable_at_80x24(fake):
 
 
 # Scores two rows, then loops forever on the third (in its worker process): only a kill ends that row early.
-HANGS_ON_THIRD = '''
+HANGS_ON_THIRD = """
 _rows = 0
 
 
@@ -186,7 +186,7 @@ def reward(output, task):
     while _rows > 2:
         pass
     return 0.0
-'''
+"""
 
 
 async def test_esc_cancels_a_dry_run_in_flight_and_stores_nothing(fake):
@@ -199,8 +199,12 @@ async def test_esc_cancels_a_dry_run_in_flight_and_stores_nothing(fake):
         screen = await open_editor(pilot)
         screen.query_one("#code", TextArea).load_text(HANGS_ON_THIRD)
         await pilot.press("ctrl+d")
-        await wait_until(pilot, lambda: "re-scored 2/52" in plain(screen.query_one("#ve-status")), timeout=30,
-                         what="the progress line")
+        await wait_until(
+            pilot,
+            lambda: "re-scored 2/52" in plain(screen.query_one("#ve-status")),
+            timeout=30,
+            what="the progress line",
+        )
         control = screen._control
         assert control is not None and control.verifier is not None
         pids = list(control.verifier.pids)
@@ -219,6 +223,9 @@ async def test_esc_cancels_a_dry_run_in_flight_and_stores_nothing(fake):
             db.conn.close()
         assert len(versions) == 1 and versions[0]["code"] != HANGS_ON_THIRD  # only the seed version
         for pid in pids:  # the looping worker is gone (reaped by the scoring thread)
-            assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+            assert (
+                not Path(f"/proc/{pid}").exists()
+                or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+            )
         await pilot.press("escape", "escape")  # nothing runs now: Esc is Back again (from the editor: twice)
         await wait_until(pilot, lambda: app.screen is not screen, what="the leave prompt")

@@ -57,10 +57,14 @@ SCREEN_ROWS = """() => {
 
 pytestmark = [
     pytest.mark.web,
-    pytest.mark.skipif(not os.environ.get("WORKBENCH_WEB_TEST"), reason="the browser test runs with `make test-web`"),
+    pytest.mark.skipif(
+        not os.environ.get("WORKBENCH_WEB_TEST"), reason="the browser test runs with `make test-web`"
+    ),
     pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium)"),
     pytest.mark.skipif(importlib.util.find_spec("playwright") is None, reason="playwright is not installed"),
-    pytest.mark.skipif(importlib.util.find_spec("textual_serve") is None, reason="textual-serve is not installed"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("textual_serve") is None, reason="textual-serve is not installed"
+    ),
 ]
 
 
@@ -85,7 +89,11 @@ def served(fake):
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "workbench.cli", "serve", "--port", str(port), "--db", str(fake.db_path)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
     found: dict[str, str] = {}
 
@@ -135,7 +143,7 @@ def pane_rows(rows: list[str], first_label: str) -> list[str]:
         pos = 0
         for seg in row.split("│"):
             if seg.lstrip().startswith(first_label):
-                return [r[pos:pos + len(seg)] for r in rows[y:]]
+                return [r[pos : pos + len(seg)] for r in rows[y:]]
             pos += len(seg) + 1
     raise AssertionError(f"no table header starting {first_label!r} on screen:\n" + "\n".join(rows))
 
@@ -143,10 +151,16 @@ def pane_rows(rows: list[str], first_label: str) -> list[str]:
 def check_header(header: str, labels: tuple[str, ...]) -> None:
     """Every label drawn whole and apart from the next (`promptsplit` is the bug), in order, from the left;
     the columns that do not fit the pane are cut from the right: at most one shows part of its label."""
-    shown = next((k for k in range(len(labels), 1, -1)
-                  if re.fullmatch(r"\s*" + r"\s+".join(map(re.escape, labels[:k])) + r"(\s+\S+)?\s*", header)), 0)
+    shown = next(
+        (
+            k
+            for k in range(len(labels), 1, -1)
+            if re.fullmatch(r"\s*" + r"\s+".join(map(re.escape, labels[:k])) + r"(\s+\S+)?\s*", header)
+        ),
+        0,
+    )
     assert shown >= 2, f"header cells run together or out of order: {header!r}"
-    rest = header.split()[len(" ".join(labels[:shown]).split()):]
+    rest = header.split()[len(" ".join(labels[:shown]).split()) :]
     assert not rest or (shown < len(labels) and labels[shown].startswith(rest[0])), header
 
 
@@ -159,7 +173,7 @@ def check_tasks_pane(rows: list[str]) -> None:
     col = re.search(r"\ssplit\s", header).start() + 1
     shown = "\n".join([header, *cells])
     assert cells and all(r[col - 1] == " " for r in cells), shown
-    assert {r[col:col + 6].strip() for r in cells} == {"train", "held"}, shown  # the fake run's splits
+    assert {r[col : col + 6].strip() for r in cells} == {"train", "held"}, shown  # the fake run's splits
 
 
 def test_the_dashboard_in_chromium_takes_keys(served):
@@ -185,7 +199,9 @@ def test_the_dashboard_in_chromium_takes_keys(served):
             dashboard = wait_for(settled, "the dashboard to settle", every_s=1.5)
             SCREENSHOT.write_bytes(dashboard)
             screen = page.evaluate(SCREEN_ROWS)
-            print(f"the browser's terminal: {screen['cols']}x{len(screen['rows'])}", *screen["rows"], sep="\n")
+            print(
+                f"the browser's terminal: {screen['cols']}x{len(screen['rows'])}", *screen["rows"], sep="\n"
+            )
             check_tasks_pane(screen["rows"])
             check_header(pane_rows(screen["rows"], "step")[0], ROLLOUTS_HEADER)
             page.focus(".xterm-helper-textarea")  # xterm.js takes keys through this hidden textarea

@@ -25,10 +25,12 @@ from screens.web_auth import Guard
 ROOT = Path(__file__).resolve().parents[2]
 needs_serve = pytest.mark.skipif(
     importlib.util.find_spec("textual_serve") is None or importlib.util.find_spec("aiohttp") is None,
-    reason="textual-serve (the web extra) is not installed")
+    reason="textual-serve (the web extra) is not installed",
+)
 
 
 # --- the rules --------------------------------------------------------------------------------------------
+
 
 def test_a_loopback_guard_answers_to_its_loopback_names_only():
     g = Guard("127.0.0.1", 8123)
@@ -80,10 +82,13 @@ def test_a_wildcard_bind_needs_the_public_url_and_answers_only_to_it():
 def test_an_ipv6_loopback_url_keeps_its_brackets():
     g = Guard("::1", 8123)
     assert g.url().startswith("http://[::1]:8123/?token=")
-    assert g.check(host="[::1]:8123", origin="http://[::1]:8123", query_token=None, cookie_token=g.token) is None
+    assert (
+        g.check(host="[::1]:8123", origin="http://[::1]:8123", query_token=None, cookie_token=g.token) is None
+    )
 
 
 # --- a live server ----------------------------------------------------------------------------------------
+
 
 def _free_port() -> int:
     import socket
@@ -98,7 +103,12 @@ def served(fake):
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "workbench.cli", "serve", "--port", str(port), "--db", str(fake.db_path)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     found: dict[str, str] = {}
     seen: list[str] = []
     ready = threading.Event()
@@ -139,7 +149,8 @@ async def _probe(port: int, url: str) -> dict[str, object]:
         out["index, wrong token"] = (await bare.get(f"{base}/?token={'A' * len(token)}")).status
         out["static, no token"] = (await bare.get(f"{base}/static/js/textual.js")).status
         out["index, right token, foreign Host"] = (
-            await bare.get(f"{base}/?token={token}", headers={"Host": "evil.example"})).status
+            await bare.get(f"{base}/?token={token}", headers={"Host": "evil.example"})
+        ).status
         for name, headers, query in [
             ("ws, no token", own, ""),
             ("ws, wrong token", own, f"?token={'A' * len(token)}"),
@@ -178,9 +189,16 @@ def test_serve_refuses_everyone_but_the_token_holder_and_lets_the_holder_in(serv
     port, url = served
     assert re.fullmatch(rf"http://127\.0\.0\.1:{port}/\?token=[A-Za-z0-9_-]{{40,}}", url)
     got = asyncio.run(_probe(port, url))
-    for name in ("index, no token", "index, wrong token", "static, no token", "index, right token, foreign Host",
-                 "ws, no token", "ws, wrong token", "ws, right token, foreign Origin",
-                 "ws, right token, foreign Host"):
+    for name in (
+        "index, no token",
+        "index, wrong token",
+        "static, no token",
+        "index, right token, foreign Host",
+        "ws, no token",
+        "ws, wrong token",
+        "ws, right token, foreign Origin",
+        "ws, right token, foreign Host",
+    ):
         assert got[name] == 403, (name, got[name])
     assert got["first visit"] == 302 and got["redirect"] == "/"  # the token leaves the address bar
     cookie = str(got["set-cookie"])

@@ -23,7 +23,9 @@ def run_line(run: Run, state: RunState, progress: str) -> list[str]:
     step = "–" if run.last_step is None else str(run.last_step)
     if run.max_steps:
         step += f"/{run.max_steps}"
-    worker = {"alive": f"alive (pid {run.worker_pid})", "stale": "stale (no heartbeat)", "none": "–"}[state.worker]
+    worker = {"alive": f"alive (pid {run.worker_pid})", "stale": "stale (no heartbeat)", "none": "–"}[
+        state.worker
+    ]
     return [str(run.id), run.name, run.status, progress, step, worker]
 
 
@@ -61,14 +63,18 @@ def cmd_control(args: argparse.Namespace) -> int:
         command_id = view.enqueue(run.id, kind)
         print(f"{kind} sent to run {run.id} (command #{command_id})", flush=True)
         if not state.alive:  # stop is allowed on a run whose status says it is live: nobody may answer
-            print(f"no live worker answers now; the command stays queued until one runs "
-                  f"(workbench train --db {args.db} --resume {run.id})")
+            print(
+                f"no live worker answers now; the command stays queued until one runs "
+                f"(workbench train --db {args.db} --resume {run.id})"
+            )
             return 0
         if args.no_wait:
             return 0
         answer = wait_answer(view, command_id, args.wait_s)
     if answer is None:
-        print(f"no answer within {args.wait_s:.0f} s; the command stays queued (see `workbench ls --db {args.db}`)")
+        print(
+            f"no answer within {args.wait_s:.0f} s; the command stays queued (see `workbench ls --db {args.db}`)"
+        )
         return 1
     ok, result = answer
     print(f"{kind}: {'done' if ok else 'failed'} {result}")

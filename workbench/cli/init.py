@@ -71,8 +71,12 @@ def starter_tasks() -> tuple[list, list]:
         return kept
 
     train = per_template(load_task_source("train", "train"), STARTER_TRAIN_PER_TEMPLATE)
-    validation = [dataclasses.replace(t, split="held_out")
-                  for t in per_template(load_task_source("validation_wide", "held_out"), STARTER_VALIDATION_PER_TEMPLATE)]
+    validation = [
+        dataclasses.replace(t, split="held_out")
+        for t in per_template(
+            load_task_source("validation_wide", "held_out"), STARTER_VALIDATION_PER_TEMPLATE
+        )
+    ]
     test = load_task_source("test", "test")[:STARTER_TEST_TASKS]
     return train, validation + test
 

@@ -25,8 +25,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     # The config file's model, tool format, parser, harness and env (with --config), the flags over it; without
     # --config the model's own default format (json; native for the packaged Qwen models).
     cfg = load_config(args.config) if args.config else Config(model=args.model or "smollm2-135m")
-    changes = {k: v for k, v in (("model", args.model), ("tool_format", args.tool_format),
-                                 ("tool_parser", args.tool_parser)) if v is not None}
+    changes = {
+        k: v
+        for k, v in (
+            ("model", args.model),
+            ("tool_format", args.tool_format),
+            ("tool_parser", args.tool_parser),
+        )
+        if v is not None
+    }
     cfg = dataclasses.replace(cfg, adapter="lora", **changes)  # replace re-checks the values
     task_source = args.tasks or (cfg.held_out_eval if args.config else "tool_call_eval")
     max_new_tokens = args.max_new_tokens or (cfg.max_completion_length if args.config else 64)
@@ -39,9 +46,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except TemplateError as exc:
         raise ConfigError(f"{args.config or 'workbench eval'}: {exc}") from None
     try:
-        result = evaluate(local_engine(policy), policy.tokenizer, env, tasks,
-                          max_new_tokens=max_new_tokens, samples=args.samples, temperature=args.temperature,
-                          stop_token_ids=policy.eos_token_ids)
+        result = evaluate(
+            local_engine(policy),
+            policy.tokenizer,
+            env,
+            tasks,
+            max_new_tokens=max_new_tokens,
+            samples=args.samples,
+            temperature=args.temperature,
+            stop_token_ids=policy.eos_token_ids,
+        )
     finally:
         if hasattr(env, "close"):  # env: mcp runs server processes
             env.close()
@@ -49,8 +63,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(json.dumps(result.metrics, indent=2))
         return 0
     fmt = cfg.tool_format if cfg.tool_format == "json" else f"native, {getattr(env, 'parser', None)} parser"
-    table = Table(title=f"{task_source}: {len(tasks)} tasks, {'greedy' if not args.samples else f'{args.samples} samples'}"
-                        f", {fmt}")
+    table = Table(
+        title=f"{task_source}: {len(tasks)} tasks, {'greedy' if not args.samples else f'{args.samples} samples'}"
+        f", {fmt}"
+    )
     table.add_column("metric")
     table.add_column("value", justify="right")
     for k, v in result.metrics.items():
@@ -65,8 +81,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     from workbench.export import ExportFilter, export_trajectories
 
     db = store.open_db(args.db, create=False, check=True)  # a damaged file is refused, naming its pages
-    flt = ExportFilter(runs=args.run, split=args.split, min_reward=args.min_reward, labels=args.label or [],
-                       include_superseded=args.include_superseded)
+    flt = ExportFilter(
+        runs=args.run,
+        split=args.split,
+        min_reward=args.min_reward,
+        labels=args.label or [],
+        include_superseded=args.include_superseded,
+    )
     ext = "jsonl" if args.format == "openai" else args.format
     suffix = ".openai" if args.format == "openai" else ""
     out = Path(args.out or f"run-{'-'.join(map(str, args.run))}{suffix}.{ext}")
@@ -82,12 +103,16 @@ def cmd_export_model(args: argparse.Namespace) -> int:
     db = store.open_db(args.db, create=False)
     done = export_model(db, args.run, args.out, args.checkpoint)
     c = done.checkpoint
-    print(f"run {args.run}, checkpoint step {c.step} ({c.kind}): merged model in {done.merged}"
-          + (f", adapter in {done.adapter}" if done.adapter else ""))
+    print(
+        f"run {args.run}, checkpoint step {c.step} ({c.kind}): merged model in {done.merged}"
+        + (f", adapter in {done.adapter}" if done.adapter else "")
+    )
     print(f"serve it: {done.serve_command()}")
     if done.tool_parser is None:
-        print("(no --tool-call-parser: vLLM turns replies into tool_calls only for a tool_format: native run in a "
-              'format it parses; a JSON-harness run replies {"tool": ..., "args": ...} as text)')
+        print(
+            "(no --tool-call-parser: vLLM turns replies into tool_calls only for a tool_format: native run in a "
+            'format it parses; a JSON-harness run replies {"tool": ..., "args": ...} as text)'
+        )
     return 0
 
 

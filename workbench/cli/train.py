@@ -24,18 +24,24 @@ def cmd_train(args: argparse.Namespace) -> int:
         cfg, ok = load_checked(args.config, max_steps=args.max_steps)
         for warning in ok.warnings:
             print(f"note: {warning}")
-        print(f"{args.config}: ok: {ok.train} training tasks, {ok.validation} validation and {ok.test} test tasks, "
-              f"verifier {ok.reward}, model {cfg.model}, {cfg.sft_steps} SFT steps then {cfg.max_steps} GRPO steps "
-              "(checked only: no run, no database)")
+        print(
+            f"{args.config}: ok: {ok.train} training tasks, {ok.validation} validation and {ok.test} test tasks, "
+            f"verifier {ok.reward}, model {cfg.model}, {cfg.sft_steps} SFT steps then {cfg.max_steps} GRPO steps "
+            "(checked only: no run, no database)"
+        )
         return 0
-    request = TrainRequest(db=args.db, config=args.config, resume=args.resume, max_steps=args.max_steps,
-                           nproc=args.nproc)
+    request = TrainRequest(
+        db=args.db, config=args.config, resume=args.resume, max_steps=args.max_steps, nproc=args.nproc
+    )
     if (code := distributed.cmd_train(request)) is not None:  # --nproc N, or a rank under torchrun
         return code
     run_id = run_for_args(args.db, args.resume, args.config, max_steps=args.max_steps)
     if run_id is None:
         return 2
-    print(f"run {run_id} in {args.db} (watch it: {workbench_command()} tui --db {args.db} --run {run_id})", flush=True)
+    print(
+        f"run {run_id} in {args.db} (watch it: {workbench_command()} tui --db {args.db} --run {run_id})",
+        flush=True,
+    )
     status = run_worker(args.db, run_id, log=lambda m: print(m, flush=True))
     print(f"run {run_id}: {status}")
     return 0 if status in ("finished", "stopped") else 1

@@ -66,6 +66,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from screens.app import run_tui
 
     if run_tui(args.db, run_id, ask_on_quit=True) == "keep":
-        print(f"demo run {run_id} keeps training in the background. Re-attach: {wb} tui --db {args.db} "
-              f"--run {run_id}; see it: {wb} ls --db {args.db}; stop it: {wb} stop {run_id} --db {args.db}")
+        print(
+            f"demo run {run_id} keeps training in the background. Re-attach: {wb} tui --db {args.db} "
+            f"--run {run_id}; see it: {wb} ls --db {args.db}; stop it: {wb} stop {run_id} --db {args.db}"
+        )
     return 0

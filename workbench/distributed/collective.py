@@ -153,8 +153,9 @@ def _collective(what: str) -> Iterator[None]:
     try:
         yield
     except (RuntimeError, ConnectionError, OSError) as exc:  # gloo: "Connection closed by peer", timeouts...
-        raise RankLost(f"another rank left the run during {what} ({type(exc).__name__}: "
-                       f"{str(exc)[:160]})") from exc
+        raise RankLost(
+            f"another rank left the run during {what} ({type(exc).__name__}: {str(exc)[:160]})"
+        ) from exc
 
 
 class RankCollective:

@@ -50,8 +50,9 @@ def init(ranks: Ranks, device: str = "auto") -> torch.device:
         torch.cuda.set_device(target)
     backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
     if not dist.is_initialized():
-        dist.init_process_group(backend, rank=ranks.rank, world_size=ranks.world,
-                                timeout=datetime.timedelta(seconds=TIMEOUT_S))
+        dist.init_process_group(
+            backend, rank=ranks.rank, world_size=ranks.world, timeout=datetime.timedelta(seconds=TIMEOUT_S)
+        )
     return target
 
 
@@ -115,8 +116,11 @@ def train_rank(args: Any, ranks: Ranks) -> int:
             print(prefix + msg, flush=True)
 
         if ranks.is_main:
-            print(f"run {run_id} in {args.db} on {ranks.world} ranks (watch it: workbench tui --db {args.db} "
-                  f"--run {run_id})", flush=True)
+            print(
+                f"run {run_id} in {args.db} on {ranks.world} ranks (watch it: workbench tui --db {args.db} "
+                f"--run {run_id})",
+                flush=True,
+            )
             status = run_worker(args.db, run_id, log=log, ranks=ranks, make_trainer=rank_trainer)
             print(f"run {run_id}: {status}", flush=True)
         else:
@@ -153,12 +157,31 @@ def launch(args: Any, nproc: int) -> int:
     threads = str(max(1, (os.cpu_count() or 1) // nproc))
     procs: list[subprocess.Popen] = []
     for r in range(nproc):
-        env = {**os.environ, "RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": str(nproc),
-               "LOCAL_WORLD_SIZE": str(nproc), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+        env = {
+            **os.environ,
+            "RANK": str(r),
+            "LOCAL_RANK": str(r),
+            "WORLD_SIZE": str(nproc),
+            "LOCAL_WORLD_SIZE": str(nproc),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+        }
         env.setdefault("OMP_NUM_THREADS", threads)
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "workbench.cli", "train", "--db", str(args.db), "--resume", str(run_id)],
-            env=env))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "workbench.cli",
+                    "train",
+                    "--db",
+                    str(args.db),
+                    "--resume",
+                    str(run_id),
+                ],
+                env=env,
+            )
+        )
         print(f"rank {r} pid {procs[-1].pid}", flush=True)
     failed: tuple[int, int] | None = None
     stop_asked: list[float] = []
@@ -196,8 +219,10 @@ def launch(args: Any, nproc: int) -> int:
     if failed is None:
         return 0
     rank, code = failed
-    reason = (f"rank {rank} of {nproc} {_exit_text(code)}; the run stopped. Continue from the last "
-              f"checkpoint: workbench train --db {args.db} --resume {run_id} --nproc {nproc}")
+    reason = (
+        f"rank {rank} of {nproc} {_exit_text(code)}; the run stopped. Continue from the last "
+        f"checkpoint: workbench train --db {args.db} --resume {run_id} --nproc {nproc}"
+    )
     print(f"run {run_id}: crashed: {reason}", file=sys.stderr, flush=True)
     with contextlib.closing(store.open_db(args.db)) as db:
         if Run.from_row(store.runs.get_run(db, run_id)).status not in ("stopped", "finished"):

@@ -30,8 +30,9 @@ class RankHooks(Hooks):
     meetings deliver what rank 0 decided. Every rank's `should_stop` is the stop agreed at the last meeting,
     so all leave at the same point."""
 
-    def __init__(self, inner: Hooks | None, collective: RankCollective,
-                 log: Callable[[str], None] = lambda m: None) -> None:
+    def __init__(
+        self, inner: Hooks | None, collective: RankCollective, log: Callable[[str], None] = lambda m: None
+    ) -> None:
         self.inner, self.collective, self.log = inner, collective, log
         self.stop = False
         self._beat = Throttle(PAUSE_BEAT_S)
@@ -51,9 +52,14 @@ class RankHooks(Hooks):
                 with self.collective.alone():  # claims the commands; holds here while paused, beating
                     self.inner.safe_point(trainer, where)
             v = trainer.verifier
-            state = {"held": False, "stop": bool(self.inner and self.inner.should_stop(trainer)),
-                     "lr": trainer.lr, "temperature": trainer.temperature, "verifier_id": trainer.verifier_id,
-                     "verifier": (getattr(v, "code", None), getattr(v, "name", None))}
+            state = {
+                "held": False,
+                "stop": bool(self.inner and self.inner.should_stop(trainer)),
+                "lr": trainer.lr,
+                "temperature": trainer.temperature,
+                "verifier_id": trainer.verifier_id,
+                "verifier": (getattr(v, "code", None), getattr(v, "name", None)),
+            }
         state = self.collective.broadcast(state, f"the safe point {where!r}")
         if not self.collective.is_main:
             if state["held"]:

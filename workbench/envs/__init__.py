@@ -30,10 +30,15 @@ def env_for_config(cfg: Any, tokenizer: Any = None) -> Any:
     if cfg.env == "mcp":  # starts the servers' pools; the trainer closes them (McpEnv.close)
         from workbench.envs.native import config_parser
 
-        return McpEnv(harness_from_config(cfg.harness), cfg.mcp_servers, max_turns=cfg.max_turns,
-                      pool_size=cfg.num_generations_per_prompt, tool_format="native" if native else "json",
-                      parser=config_parser(cfg, tokenizer) if native else None,
-                      system_prompt=cfg.harness.system_prompt)
+        return McpEnv(
+            harness_from_config(cfg.harness),
+            cfg.mcp_servers,
+            max_turns=cfg.max_turns,
+            pool_size=cfg.num_generations_per_prompt,
+            tool_format="native" if native else "json",
+            parser=config_parser(cfg, tokenizer) if native else None,
+            system_prompt=cfg.harness.system_prompt,
+        )
     if native:
         from workbench.envs.native import native_env
 
@@ -53,5 +58,13 @@ def bind_tokenizer(env: Any, cfg: Any, tokenizer: Any) -> Any:
 
 
 __all__ = [
-    "ENVS", "bind_tokenizer", "env_for_config", "Harness", "McpEnv", "MultiTurnEnv", "SingleTurnEnv", "make_env", "parse_tool_call",
+    "ENVS",
+    "bind_tokenizer",
+    "env_for_config",
+    "Harness",
+    "McpEnv",
+    "MultiTurnEnv",
+    "SingleTurnEnv",
+    "make_env",
+    "parse_tool_call",
 ]

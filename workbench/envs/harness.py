@@ -43,7 +43,9 @@ def render_tools(tools: list[dict[str, Any]]) -> str:
         required = set(params.get("required", list(props)))
         sig = ", ".join(p if p in required else f"{p}?" for p in props)
         hints = "; ".join(
-            f"{p}: {d['description']}" for p, d in props.items() if isinstance(d, dict) and d.get("description")
+            f"{p}: {d['description']}"
+            for p, d in props.items()
+            if isinstance(d, dict) and d.get("description")
         )
         desc = spec.get("description", "").strip()
         lines.append(f"- {spec['name']}({sig}): {desc}" + (f" {hints}" if hints else ""))
@@ -75,7 +77,9 @@ class Harness:
         if not all(isinstance(d, str) for d in self.no_prefill_datasets):
             raise ValueError("harness.no_prefill_datasets must be a list of dataset names")
         if self.observation_role not in ("tool", "user"):
-            raise ValueError(f"harness.observation_role must be 'tool' or 'user', got {self.observation_role!r}")
+            raise ValueError(
+                f"harness.observation_role must be 'tool' or 'user', got {self.observation_role!r}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -103,7 +107,9 @@ class Harness:
     def messages(self, task: Task, *, multi_turn: bool = False) -> list[dict[str, Any]]:
         """Chat messages for the first turn: system, optional example exchange, the task's prompt (or, for a
         task that starts mid-conversation, its `messages` after any system message of its own)."""
-        msgs: list[dict[str, Any]] = [{"role": "system", "content": self.system_text(task, multi_turn=multi_turn)}]
+        msgs: list[dict[str, Any]] = [
+            {"role": "system", "content": self.system_text(task, multi_turn=multi_turn)}
+        ]
         if self.include_example:
             msgs.append({"role": "user", "content": self.example_user})
             msgs.append({"role": "assistant", "content": self.example_assistant})

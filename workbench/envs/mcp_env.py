@@ -88,7 +88,7 @@ class McpEpisode:
         self.state: dict[str, Any] | None = None
         self._procs: dict[str, ServerProcess] = {}
         try:
-            for name, pool in (env.pools.items() if servers else ()):
+            for name, pool in env.pools.items() if servers else ():
                 self._procs[name] = pool.acquire()
             env.seed(self._procs, task)
         except (ServerFailed, McpConfigError) as e:
@@ -107,7 +107,9 @@ class McpEpisode:
         parsed = parse_reply(assistant_text, self.env.parser)
         return self.take(assistant_text, parsed.calls, parsed.error, content=parsed.content)
 
-    def take(self, reply: str, calls: list[ToolCall], error: str | None, *, content: str = "") -> dict[str, Any] | None:
+    def take(
+        self, reply: str, calls: list[ToolCall], error: str | None, *, content: str = ""
+    ) -> dict[str, Any] | None:
         """One assistant turn already parsed (the whole reply, its calls, why it is not a call): `step` after its
         parser, and the verifier dry run's replay with a stored turn's calls. The JSON harness runs one call
         a turn (the first); a native reply runs each of its calls in order."""
@@ -156,7 +158,10 @@ class McpEpisode:
             return {"role": "tool", "name": call.name, "tool_call_id": call.id, "content": body}
         body = json.dumps({"tool": call.name, **obs}, ensure_ascii=False, default=str)
         user_role = self.harness.observation_role == "user"
-        return {"role": self.harness.observation_role, "content": f"Tool result: {body}" if user_role else body}
+        return {
+            "role": self.harness.observation_role,
+            "content": f"Tool result: {body}" if user_role else body,
+        }
 
     def _run(self, call: ToolCall) -> dict[str, Any]:
         """The observation of one call: {"ok": True, "result": ...} or {"ok": False, "error": ...}."""
@@ -169,9 +174,13 @@ class McpEpisode:
             return {"ok": False, "error": f"{call.name} is not allowed here"}
         result = self._procs[server].call(call.name, call.args)
         obs = {"ok": True, "result": result.value} if result.ok else {"ok": False, "error": str(result.value)}
-        if result.full_chars is not None:  # cut to the server's max_result_chars: the model and the row both see it
-            obs["truncated"] = (f"cut to the first {len(result.value)} of {result.full_chars} characters "
-                                f"(max_result_chars of server {server!r})")
+        if (
+            result.full_chars is not None
+        ):  # cut to the server's max_result_chars: the model and the row both see it
+            obs["truncated"] = (
+                f"cut to the first {len(result.value)} of {result.full_chars} characters "
+                f"(max_result_chars of server {server!r})"
+            )
         return obs
 
     def _end(self, reason: str) -> None:
@@ -240,9 +249,17 @@ class McpEnv:
 
     name = "mcp"
 
-    def __init__(self, harness: Harness | None, servers: dict[str, McpServerConfig], max_turns: int = 4,
-                 pool_size: int = 4, *, tool_format: str = "json", parser: str | None = None,
-                 system_prompt: str | None = None):
+    def __init__(
+        self,
+        harness: Harness | None,
+        servers: dict[str, McpServerConfig],
+        max_turns: int = 4,
+        pool_size: int = 4,
+        *,
+        tool_format: str = "json",
+        parser: str | None = None,
+        system_prompt: str | None = None,
+    ):
         if max_turns < 1:
             raise ValueError("max_turns must be at least 1")
         if not servers:
@@ -253,7 +270,9 @@ class McpEnv:
         self.tool_format = tool_format
         # native: the template's parser (None until `envs.bind_tokenizer` reads it off the loaded model's template)
         self.parser = parser
-        self.system_prompt = system_prompt  # native: the config's own, else the template's default (no harness text)
+        self.system_prompt = (
+            system_prompt  # native: the config's own, else the template's default (no harness text)
+        )
         self.max_turns = max_turns
         self.servers = servers
         self.pools: dict[str, ServerPool] = {}
@@ -273,12 +292,18 @@ class McpEnv:
             offered = {t["name"]: t for t in pool.tools()}
         except ServerFailed as e:
             raise McpConfigError(f"mcp_servers.{name}.command", str(e)) from None
-        for key, wanted in (("tools", cfg.tools), ("reset_tool", [cfg.reset_tool]),
-                            ("state_tool", [cfg.state_tool]), ("seed_tool", [cfg.seed_tool])):
+        for key, wanted in (
+            ("tools", cfg.tools),
+            ("reset_tool", [cfg.reset_tool]),
+            ("state_tool", [cfg.state_tool]),
+            ("seed_tool", [cfg.seed_tool]),
+        ):
             missing = [t for t in wanted if t is not None and t not in offered]
             if missing:
-                raise McpConfigError(f"mcp_servers.{name}.{key}",
-                                     f"{', '.join(missing)} not offered by the server (it offers: {', '.join(offered)})")
+                raise McpConfigError(
+                    f"mcp_servers.{name}.{key}",
+                    f"{', '.join(missing)} not offered by the server (it offers: {', '.join(offered)})",
+                )
         for tool in cfg.tools:
             self.specs.append(offered[tool])
             self.server_of[tool] = name
@@ -301,8 +326,10 @@ class McpEnv:
                 continue
             result = proc.call(tool, dict(task.initial_state))
             if not result.ok:
-                raise McpConfigError(f"mcp_servers.{name}.seed_tool",
-                                     f"{tool} refused task {task.id}'s initial_state: {result.value}")
+                raise McpConfigError(
+                    f"mcp_servers.{name}.seed_tool",
+                    f"{tool} refused task {task.id}'s initial_state: {result.value}",
+                )
 
     def start(self, task: Task) -> McpEpisode:
         return McpEpisode(task, self)

@@ -63,7 +63,10 @@ class MultiTurnEpisode:
         self.observations.append(obs)
         body = json.dumps({"tool": call.name, **obs})
         user_role = self.harness.observation_role == "user"
-        msg = {"role": self.harness.observation_role, "content": f"Tool result: {body}" if user_role else body}
+        msg = {
+            "role": self.harness.observation_role,
+            "content": f"Tool result: {body}" if user_role else body,
+        }
         self.messages.append(msg)
         if self.turns >= self.max_turns:
             return self._end("max_turns")

@@ -28,8 +28,10 @@ from workbench.tasks import openai_tool_spec
 from workbench.types import Output, Task, ToolCall
 
 FINISH = "finish"
-UNRESOLVED_PARSER = ("tool_parser auto: build the environment with the model's tokenizer "
-                     "(env_for_config(cfg, tokenizer)) so the parser can be read from its template")
+UNRESOLVED_PARSER = (
+    "tool_parser auto: build the environment with the model's tokenizer "
+    "(env_for_config(cfg, tokenizer)) so the parser can be read from its template"
+)
 
 
 def task_messages(task: Task, system_prompt: str | None) -> list[dict[str, Any]]:
@@ -63,8 +65,9 @@ class NativeEpisode:
 
     native = True  # its turns are parsed calls (`take`): what the verifier dry run replays
 
-    def __init__(self, task: Task, parser: str | None, *, system_prompt: str | None, multi_turn: bool,
-                 max_turns: int):
+    def __init__(
+        self, task: Task, parser: str | None, *, system_prompt: str | None, multi_turn: bool, max_turns: int
+    ):
         default = MULTI_TURN_TOOLS if multi_turn else BUILTIN_TOOLS
         if task.tools is None:
             task = replace(task, tools=default)
@@ -94,7 +97,9 @@ class NativeEpisode:
         parsed = parse_reply(assistant_text, self.parser)
         return self.take(assistant_text, parsed.calls, parsed.error, content=parsed.content)
 
-    def take(self, reply: str, calls: list[ToolCall], error: str | None, *, content: str = "") -> dict[str, Any] | None:
+    def take(
+        self, reply: str, calls: list[ToolCall], error: str | None, *, content: str = ""
+    ) -> dict[str, Any] | None:
         """One assistant turn already parsed: `step` after its parser, and the verifier dry run's replay with a
         stored turn's `tool_calls` (no parser, no tokenizer: the calls the verifier saw, in the one shape)."""
         if self.done:
@@ -112,7 +117,9 @@ class NativeEpisode:
                 continue
             obs = self.world.call(c)
             self.observations.append(obs)
-            self._new.append({"role": "tool", "name": c.name, "tool_call_id": c.id, "content": json.dumps(obs)})
+            self._new.append(
+                {"role": "tool", "name": c.name, "tool_call_id": c.id, "content": json.dumps(obs)}
+            )
         self.messages += self._new
         if not self.multi_turn:
             return self._end("single_turn")
@@ -152,22 +159,36 @@ class NativeEpisode:
 class NativeEnv:
     """Factory of native-format episodes. `parser` is resolved from `tool_parser` (auto: from the template)."""
 
-    def __init__(self, parser: str | None, *, multi_turn: bool = False, max_turns: int = 4,
-                 system_prompt: str | None = None, harness: Any = None):
+    def __init__(
+        self,
+        parser: str | None,
+        *,
+        multi_turn: bool = False,
+        max_turns: int = 4,
+        system_prompt: str | None = None,
+        harness: Any = None,
+    ):
         if max_turns < 1:
             raise ValueError("max_turns must be at least 1")
         self.parser = parser
         self.multi_turn = multi_turn
         self.max_turns = max_turns
         self.system_prompt = system_prompt
-        self.harness = harness  # the JSON harness of the same config: stored with the run, used by nothing here
+        self.harness = (
+            harness  # the JSON harness of the same config: stored with the run, used by nothing here
+        )
         self.name = "native_multi_turn" if multi_turn else "native_single_turn"
 
     def start(self, task: Task) -> NativeEpisode:
         """An episode; with the parser still unresolved (auto, no tokenizer) it can only `take` parsed turns
         (a replay), and `step` says why not."""
-        return NativeEpisode(task, self.parser, system_prompt=self.system_prompt, multi_turn=self.multi_turn,
-                             max_turns=self.max_turns)
+        return NativeEpisode(
+            task,
+            self.parser,
+            system_prompt=self.system_prompt,
+            multi_turn=self.multi_turn,
+            max_turns=self.max_turns,
+        )
 
 
 def config_parser(cfg: Any, tokenizer: Any) -> str | None:
@@ -181,5 +202,10 @@ def config_parser(cfg: Any, tokenizer: Any) -> str | None:
 def native_env(cfg: Any, tokenizer: Any, harness: Any = None) -> NativeEnv:
     """The native environment a run config asks for; the parser comes from `cfg.tool_parser` or the template."""
     parser = config_parser(cfg, tokenizer)
-    return NativeEnv(parser, multi_turn=cfg.env == "multi_turn", max_turns=cfg.max_turns,
-                     system_prompt=cfg.harness.system_prompt, harness=harness)
+    return NativeEnv(
+        parser,
+        multi_turn=cfg.env == "multi_turn",
+        max_turns=cfg.max_turns,
+        system_prompt=cfg.harness.system_prompt,
+        harness=harness,
+    )

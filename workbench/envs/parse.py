@@ -66,7 +66,11 @@ def _json_error(e: ValueError | RecursionError, offset: int = 0) -> str:
     """The reason, with the offset in the reply (`offset`: where the decoded text starts in it)."""
     if isinstance(e, json.JSONDecodeError):
         return f"invalid JSON: {e.msg} at char {e.pos + offset}"
-    return "invalid JSON: nested too deeply" if isinstance(e, RecursionError) else "invalid JSON: number too long"
+    return (
+        "invalid JSON: nested too deeply"
+        if isinstance(e, RecursionError)
+        else "invalid JSON: number too long"
+    )
 
 
 def to_tool_call(obj: Any) -> tuple[ToolCall | None, str | None]:

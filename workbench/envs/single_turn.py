@@ -23,7 +23,11 @@ def world_for(task: Task) -> World:
     state = task.initial_state
     if state is None and task.expected_tool == "calendar.cancel_event":
         a = task.expected_args
-        state = {"events": [{"attendee": str(a.get("attendee", "")), "day": str(a.get("day", "")), "time": "09:00"}]}
+        state = {
+            "events": [
+                {"attendee": str(a.get("attendee", "")), "day": str(a.get("day", "")), "time": "09:00"}
+            ]
+        }
     return World(state, task.tools)
 
 

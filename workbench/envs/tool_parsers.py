@@ -46,7 +46,9 @@ def _json(text: str) -> tuple[Any, str | None]:
         return None, "invalid JSON"
 
 
-def _call(obj: Any, args_keys: tuple[str, ...] = ("arguments", "parameters")) -> tuple[ToolCall | None, str | None]:
+def _call(
+    obj: Any, args_keys: tuple[str, ...] = ("arguments", "parameters")
+) -> tuple[ToolCall | None, str | None]:
     """One {"name": ..., "arguments"|"parameters": {...}} object as a ToolCall (arguments may be JSON text)."""
     if not isinstance(obj, dict):
         return None, f"a call is a JSON {type(obj).__name__}, not an object"
@@ -86,12 +88,18 @@ def parse_hermes(text: str) -> ParsedReply:
     for i, body in enumerate(bodies, start=1):
         obj, err = _json(body.strip())
         if err:
-            return ParsedReply(content=text.strip(), error=f"{err} in <tool_call> {i}" if len(bodies) > 1 else
-                               f"{err} in <tool_call>")
+            return ParsedReply(
+                content=text.strip(),
+                error=f"{err} in <tool_call> {i}" if len(bodies) > 1 else f"{err} in <tool_call>",
+            )
         objs.append(obj)
     if not text.rstrip().endswith("</tool_call>"):
-        return ParsedReply(content=text.strip(), error="<tool_call> not closed" if "</tool_call>" not in
-                           text.split("<tool_call>")[-1] else "text after </tool_call>")
+        return ParsedReply(
+            content=text.strip(),
+            error="<tool_call> not closed"
+            if "</tool_call>" not in text.split("<tool_call>")[-1]
+            else "text after </tool_call>",
+        )
     calls = _calls(objs, "<tool_call>")
     if isinstance(calls, ParsedReply):
         calls.content = text.strip()
@@ -102,7 +110,7 @@ def parse_hermes(text: str) -> ParsedReply:
 def parse_llama3_json(text: str) -> ParsedReply:
     body = text.strip()
     if body.startswith("<|python_tag|>"):
-        body = body[len("<|python_tag|>"):].strip()
+        body = body[len("<|python_tag|>") :].strip()
     if not body.startswith("{"):
         return ParsedReply(content=text.strip(), error=NO_CALL)
     dec, objs, pos = json.JSONDecoder(), [], 0
@@ -121,7 +129,9 @@ def parse_llama3_json(text: str) -> ParsedReply:
             return ParsedReply(content=text.strip(), error="text after the JSON object")
         pos = len(body) - len(rest[1:].lstrip())
     if len(objs) > 1:  # Llama 3.x templates refuse to render them back ("only supports single tool-calls")
-        return ParsedReply(content=text.strip(), error=f"{len(objs)} calls in one turn: this format takes one")
+        return ParsedReply(
+            content=text.strip(), error=f"{len(objs)} calls in one turn: this format takes one"
+        )
     calls = _calls(objs, "call")
     if isinstance(calls, ParsedReply):
         calls.content = text.strip()
@@ -167,14 +177,21 @@ def parse_nemotron(text: str) -> ParsedReply:
 
 
 PARSERS: dict[str, Callable[[str], ParsedReply]] = {
-    "hermes": parse_hermes, "llama3_json": parse_llama3_json, "mistral": parse_mistral, "nemotron": parse_nemotron,
+    "hermes": parse_hermes,
+    "llama3_json": parse_llama3_json,
+    "mistral": parse_mistral,
+    "nemotron": parse_nemotron,
 }
 
 # What each format's chat template says about tools: the first parser whose marker the template text holds.
 # Order matters: a Llama 3.x template also mentions JSON "name"/"parameters" but none of the others' tags.
 TEMPLATE_MARKERS: tuple[tuple[str, str], ...] = (
-    ("<tool_call>", "hermes"), ("<TOOLCALL>", "nemotron"), ("[TOOL_CALLS]", "mistral"),
-    ("<|python_tag|>", "llama3_json"), ('"parameters"', "llama3_json"), ("ipython", "llama3_json"),
+    ("<tool_call>", "hermes"),
+    ("<TOOLCALL>", "nemotron"),
+    ("[TOOL_CALLS]", "mistral"),
+    ("<|python_tag|>", "llama3_json"),
+    ('"parameters"', "llama3_json"),
+    ("ipython", "llama3_json"),
 )
 
 
@@ -186,16 +203,23 @@ def detect_parser(template: str | None, where: str = "the tokenizer's chat templ
     """The parser for a chat template, from its text. A template that never mentions tools is an error
     that says what it saw, so a model without tool support is not silently trained in a made-up format."""
     if not template:
-        raise TemplateError(f"tool_format native: {where} is missing; name the format with tool_parser "
-                            f"({', '.join(PARSERS)}) or use tool_format: json")
+        raise TemplateError(
+            f"tool_format native: {where} is missing; name the format with tool_parser "
+            f"({', '.join(PARSERS)}) or use tool_format: json"
+        )
     for marker, name in TEMPLATE_MARKERS:
         if marker in template:
             return name
     head = " ".join(template.split())[:120]
-    mentions = "mentions `tools` but no call format this engine knows" if "tools" in template else \
-        "has no tool support (it never reads `tools`)"
-    raise TemplateError(f"tool_format native: {where} {mentions}; it begins {head!r}. Name the format with "
-                        f"tool_parser ({', '.join(PARSERS)}) or use tool_format: json (the project's JSON harness)")
+    mentions = (
+        "mentions `tools` but no call format this engine knows"
+        if "tools" in template
+        else "has no tool support (it never reads `tools`)"
+    )
+    raise TemplateError(
+        f"tool_format native: {where} {mentions}; it begins {head!r}. Name the format with "
+        f"tool_parser ({', '.join(PARSERS)}) or use tool_format: json (the project's JSON harness)"
+    )
 
 
 def resolve_parser(name: str, template: str | None) -> str:
@@ -210,8 +234,12 @@ def resolve_parser(name: str, template: str | None) -> str:
 # A reply with no call in the model's format that is nevertheless a well-formed call, in another wrapper: the
 # parser stays strict (vLLM's parser of the same name would not take it either), only the reason says so.
 WRONG_WRAPPER = "call in the wrong wrapper"
-WRAPPERS = {"hermes": "<tool_call> tags", "llama3_json": "a bare JSON object", "mistral": "[TOOL_CALLS]",
-            "nemotron": "<TOOLCALL> tags"}
+WRAPPERS = {
+    "hermes": "<tool_call> tags",
+    "llama3_json": "a bare JSON object",
+    "mistral": "[TOOL_CALLS]",
+    "nemotron": "<TOOLCALL> tags",
+}
 _FENCED = re.compile(r"```([a-zA-Z0-9_-]*)[ \t]*\n(.*?)```", re.DOTALL)
 
 

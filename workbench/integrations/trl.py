@@ -61,6 +61,8 @@ from workbench.verifiers import get_verifier, load_verifier_code
 REWARD_NAME = "workbench"
 # TRL's log names -> the names our trainer writes (the UI's curves read these); TRL's own names are kept too.
 METRIC_ALIASES = {"completions/clipped_ratio": "clipped_ratio", "step_time": "step_time_s"}
+
+
 # What TRL's step boundary hands a command handler.
 class _At(NamedTuple):
     args: Any
@@ -77,14 +79,29 @@ def _workbench_config(args: Any, model: str, name: str, verifier: str, harness: 
     scale = {True: "group", False: "none"}.get(args.scale_rewards, args.scale_rewards)
     loss = args.loss_type if args.loss_type in ("grpo", "bnpo", "dr_grpo", "dapo") else None
     cfg = Config(
-        model=model, name=name, reward=verifier, num_generations_per_prompt=int(args.num_generations or 8),
-        learning_rate=float(args.learning_rate), beta=float(args.beta), epsilon=float(args.epsilon),
-        epsilon_high=float(args.epsilon_high or args.epsilon), scale_rewards=scale if scale in ("group", "batch", "none") else None,
-        loss_type=loss, num_iterations=int(args.num_iterations), max_completion_length=int(args.max_completion_length),
-        temperature=float(args.temperature), top_p=float(args.top_p), max_steps=max(1, int(args.max_steps)),
-        seed=int(args.seed), max_grad_norm=float(args.max_grad_norm), weight_decay=float(args.weight_decay),
-        harness=HarnessConfig(system_prompt=harness.system_prompt, include_example=harness.include_example,
-                              prefill=harness.prefill),
+        model=model,
+        name=name,
+        reward=verifier,
+        num_generations_per_prompt=int(args.num_generations or 8),
+        learning_rate=float(args.learning_rate),
+        beta=float(args.beta),
+        epsilon=float(args.epsilon),
+        epsilon_high=float(args.epsilon_high or args.epsilon),
+        scale_rewards=scale if scale in ("group", "batch", "none") else None,
+        loss_type=loss,
+        num_iterations=int(args.num_iterations),
+        max_completion_length=int(args.max_completion_length),
+        temperature=float(args.temperature),
+        top_p=float(args.top_p),
+        max_steps=max(1, int(args.max_steps)),
+        seed=int(args.seed),
+        max_grad_norm=float(args.max_grad_norm),
+        weight_decay=float(args.weight_decay),
+        harness=HarnessConfig(
+            system_prompt=harness.system_prompt,
+            include_example=harness.include_example,
+            prefill=harness.prefill,
+        ),
         output_dir=str(args.output_dir),
     )
     return cfg.to_dict()
@@ -104,7 +121,9 @@ def _nanstd(xs: list[float]) -> float:
     return math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1))
 
 
-def trl_advantages(totals: list[float], num_generations: int, scale_rewards: str | bool) -> list[float | None]:
+def trl_advantages(
+    totals: list[float], num_generations: int, scale_rewards: str | bool
+) -> list[float | None]:
     """TRL 1.16's advantages (sum_then_normalize) for one generation batch; None where the reward is NaN
     (TRL gives those 0 and no gradient)."""
     scale = {True: "group", False: "none"}.get(scale_rewards, scale_rewards)  # type: ignore[arg-type]
@@ -112,7 +131,7 @@ def trl_advantages(totals: list[float], num_generations: int, scale_rewards: str
     out: list[float | None] = []
     batch_std = _nanstd(totals) if len(totals) > 1 else 0.0
     for start in range(0, len(totals), g):
-        grp = totals[start:start + g]
+        grp = totals[start : start + g]
         mean = _nanmean(grp)
         std = batch_std if scale == "batch" else (_nanstd(grp) if g > 1 else 0.0)
         for r in grp:
@@ -131,8 +150,15 @@ def _text(completion: Any) -> str:
     if isinstance(completion, str):
         return completion
     if isinstance(completion, list):
-        parts = [m.get("content") or "" for m in completion if isinstance(m, dict) and m.get("role", "assistant") == "assistant"]
-        return "".join(p if isinstance(p, str) else "".join(c.get("text", "") for c in p if isinstance(c, dict)) for p in parts)
+        parts = [
+            m.get("content") or ""
+            for m in completion
+            if isinstance(m, dict) and m.get("role", "assistant") == "assistant"
+        ]
+        return "".join(
+            p if isinstance(p, str) else "".join(c.get("text", "") for c in p if isinstance(c, dict))
+            for p in parts
+        )
     return str(completion)
 
 
@@ -151,9 +177,16 @@ def task_columns(task: Task, harness: Harness | None = None, tokenizer: Any = No
     messages = harness.messages(task)
     prompt: Any = messages
     if tokenizer is not None:
-        prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False) + harness.prefill
-    return {"prompt": prompt, "task": json.dumps(task.to_dict()), "expected_tool": task.expected_tool,
-            "expected_args": json.dumps(task.expected_args)}
+        prompt = (
+            tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            + harness.prefill
+        )
+    return {
+        "prompt": prompt,
+        "task": json.dumps(task.to_dict()),
+        "expected_tool": task.expected_tool,
+        "expected_args": json.dumps(task.expected_args),
+    }
 
 
 def _task_of(i: int, prompt: Any, kw: dict[str, Any]) -> Task:
@@ -168,17 +201,34 @@ def _task_of(i: int, prompt: Any, kw: dict[str, Any]) -> Task:
         request = str(prompt)
     args = _jsonish(kw["expected_args"][i]) if "expected_args" in kw else {}
     tools = _jsonish(kw["tools"][i]) if "tools" in kw else None
-    key = json.dumps([request, kw.get("expected_tool", [None] * (i + 1))[i], args], sort_keys=True, default=str)
-    return Task(id=str(abs(hash(key)) % 10**12), prompt=request, expected_tool=str((kw.get("expected_tool") or [""] * (i + 1))[i] or ""),
-                expected_args=args if isinstance(args, dict) else {}, tools=tools, dataset="trl")
+    key = json.dumps(
+        [request, kw.get("expected_tool", [None] * (i + 1))[i], args], sort_keys=True, default=str
+    )
+    return Task(
+        id=str(abs(hash(key)) % 10**12),
+        prompt=request,
+        expected_tool=str((kw.get("expected_tool") or [""] * (i + 1))[i] or ""),
+        expected_args=args if isinstance(args, dict) else {},
+        tools=tools,
+        dataset="trl",
+    )
 
 
 class WorkbenchCallback(TrainerCallback):
     """Opens (or re-attaches to, with `run_id`) a workbench run and streams a TRL GRPO run into it."""
 
-    def __init__(self, db_path: str = "workbench.db", *, run_id: int | None = None, name: str = "trl",
-                 model_name: str | None = None, verifier: str = "tool_call_gated", harness: Harness | None = None,
-                 log: Callable[[str], None] | None = None, verifier_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        db_path: str = "workbench.db",
+        *,
+        run_id: int | None = None,
+        name: str = "trl",
+        model_name: str | None = None,
+        verifier: str = "tool_call_gated",
+        harness: Harness | None = None,
+        log: Callable[[str], None] | None = None,
+        verifier_timeout_s: float = 5.0,
+    ) -> None:
         self.db_path, self.run_id, self.name, self.model_name = str(db_path), run_id, name, model_name
         self.verifier_name, self.harness = verifier, harness or Harness()
         self.env = SingleTurnEnv(self.harness)
@@ -186,10 +236,14 @@ class WorkbenchCallback(TrainerCallback):
         self.verifier_timeout_s = verifier_timeout_s
         self.db: Any = None
         self.session: RunSession | None = None  # the run's lock, heartbeat and status writes
-        self.loop: CommandLoop | None = None  # the run's commands (which of them TRL obeys: the command table)
+        self.loop: CommandLoop | None = (
+            None  # the run's commands (which of them TRL obeys: the command table)
+        )
         self._verifier: tuple[int, Any] | None = None  # (id, loaded verifier)
         self._task_ids: dict[str, int] = {}
-        self._batches: dict[int, dict[str, Any]] = {}  # id(prompts list) -> a generation batch's buffered rows
+        self._batches: dict[
+            int, dict[str, Any]
+        ] = {}  # id(prompts list) -> a generation batch's buffered rows
         self._tracked: list[str] = []
         self.step_offset = 0
         self._block_at: str | None = None
@@ -212,24 +266,49 @@ class WorkbenchCallback(TrainerCallback):
     # ----- the run --------------------------------------------------------------------------------------
     def _open(self, args: Any, model: Any) -> None:
         self.db = store.open_db(self.db_path)
-        model_name = self.model_name or str(getattr(getattr(model, "config", None), "_name_or_path", "") or "trl-model")
+        model_name = self.model_name or str(
+            getattr(getattr(model, "config", None), "_name_or_path", "") or "trl-model"
+        )
         if self.run_id is None:
             self.run_id = store.runs.create_run(
-                self.db, name=self.name, model=model_name,
+                self.db,
+                name=self.name,
+                model=model_name,
                 config=_workbench_config(args, model_name, self.name, self.verifier_name, self.harness),
-                harness=self.harness.to_dict())
-        self.session = RunSession(self.db, self.db_path, self.run_id).start()  # fails a dead worker's claims too
+                harness=self.harness.to_dict(),
+            )
+        self.session = RunSession(
+            self.db, self.db_path, self.run_id
+        ).start()  # fails a dead worker's claims too
         self.recorder = Recorder(self.db, self.run_id, self._task_ids)
-        self.loop = CommandLoop(self.db, self.run_id, "trl", {
-            "pause": self._pause, "resume": self._resume, "stop": self._stop, "checkpoint": self._checkpoint,
-            "set_verifier": self._set_verifier, "set_lr": self._set_lr,
-        }, lock_lost=self.session.lock_lost, set_status=self.session.set_status, on_lock_lost="this TRL run stops")
-        store.runs.add_event(self.db, self.run_id, "trl_config", "TRL GRPOConfig",
-                             {"model": model_name, "trl": json.loads(json.dumps(args.to_dict(), default=str))})
+        self.loop = CommandLoop(
+            self.db,
+            self.run_id,
+            "trl",
+            {
+                "pause": self._pause,
+                "resume": self._resume,
+                "stop": self._stop,
+                "checkpoint": self._checkpoint,
+                "set_verifier": self._set_verifier,
+                "set_lr": self._set_lr,
+            },
+            lock_lost=self.session.lock_lost,
+            set_status=self.session.set_status,
+            on_lock_lost="this TRL run stops",
+        )
+        store.runs.add_event(
+            self.db,
+            self.run_id,
+            "trl_config",
+            "TRL GRPOConfig",
+            {"model": model_name, "trl": json.loads(json.dumps(args.to_dict(), default=str))},
+        )
         if store.verifiers.active_verifier(self.db, self.run_id) is None:
             v = get_verifier(self.verifier_name)
-            store.verifiers.add_verifier_version(self.db, self.run_id, v.name, v.code, note="from the TRL callback",
-                                                 active=True)
+            store.verifiers.add_verifier_version(
+                self.db, self.run_id, v.name, v.code, note="from the TRL callback", active=True
+            )
             if hasattr(v, "close"):
                 v.close()
 
@@ -239,9 +318,14 @@ class WorkbenchCallback(TrainerCallback):
         last = store.metrics.last_step(self.db, self.run_id)
         # Re-attached without TRL's own resume: continue the run's step numbers instead of writing step 1 again.
         self.step_offset = last if (last is not None and state.global_step == 0) else 0
-        self.session.set_status("running", f"TRL GRPOTrainer, {args.max_steps} steps" +
-                                (f" (from step {self.step_offset + 1})" if self.step_offset else ""))
-        self.log(f"workbench run {self.run_id}: watch it with `workbench tui --db {self.db_path} --run {self.run_id}`")
+        self.session.set_status(
+            "running",
+            f"TRL GRPOTrainer, {args.max_steps} steps"
+            + (f" (from step {self.step_offset + 1})" if self.step_offset else ""),
+        )
+        self.log(
+            f"workbench run {self.run_id}: watch it with `workbench tui --db {self.db_path} --run {self.run_id}`"
+        )
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         if self.db is None:
@@ -290,8 +374,9 @@ class WorkbenchCallback(TrainerCallback):
     def _batch(self, prompts: list[Any], kw: dict[str, Any]) -> dict[str, Any]:
         state = kw.get("trainer_state")
         step = self.step_offset + (state.global_step if state is not None else 0) + 1
-        return self._batches.setdefault(id(prompts), {"step": step, "n": len(prompts), "values": {}, "rows": None,
-                                                      "prompts": prompts})
+        return self._batches.setdefault(
+            id(prompts), {"step": step, "n": len(prompts), "values": {}, "rows": None, "prompts": prompts}
+        )
 
     def score(self, prompts: list[Any], completions: list[Any], **kw: Any) -> list[float | None]:
         """The reward function body (see `workbench_reward`)."""
@@ -310,7 +395,9 @@ class WorkbenchCallback(TrainerCallback):
                 episode.prefill = ""
             episode.step(text)
             out = episode.output()
-            if isinstance(prompt, list):  # chat format: TRL's prompt messages + the completion as the assistant turn
+            if isinstance(
+                prompt, list
+            ):  # chat format: TRL's prompt messages + the completion as the assistant turn
                 out.messages = [dict(m) for m in prompt] + [{"role": "assistant", "content": out.text}]
             pairs.append((out, task))
             rows.append({"task": task, "output": out, "tokens": len(ids[i]) if ids is not None else None})
@@ -323,7 +410,9 @@ class WorkbenchCallback(TrainerCallback):
         batch["values"][REWARD_NAME] = [math.nan if r is None else r for r in rewards]
         return rewards
 
-    def track(self, fn: Callable[..., list[float | None]], name: str | None = None) -> Callable[..., list[float | None]]:
+    def track(
+        self, fn: Callable[..., list[float | None]], name: str | None = None
+    ) -> Callable[..., list[float | None]]:
         """Wrap another TRL reward function so its values land in the rows' reward parts (under its name)."""
         label = name or getattr(fn, "__name__", f"reward_{len(self._tracked)}")
         self._tracked.append(label)
@@ -332,7 +421,9 @@ class WorkbenchCallback(TrainerCallback):
         def wrapped(prompts: list[Any], completions: list[Any], **kw: Any) -> list[float | None]:
             values = fn(prompts=prompts, completions=completions, **kw)
             if self.db is not None:
-                self._batch(prompts, kw)["values"][label] = [math.nan if v is None else float(v) for v in values]
+                self._batch(prompts, kw)["values"][label] = [
+                    math.nan if v is None else float(v) for v in values
+                ]
             return values
 
         return wrapped
@@ -350,28 +441,51 @@ class WorkbenchCallback(TrainerCallback):
             totals = []
             for i in range(b["n"]):
                 vals = [b["values"][n][i] for n in names]
-                totals.append(math.nan if all(math.isnan(v) for v in vals)
-                              else sum(wi * v for wi, v in zip(w, vals, strict=True) if not math.isnan(v)))
+                totals.append(
+                    math.nan
+                    if all(math.isnan(v) for v in vals)
+                    else sum(wi * v for wi, v in zip(w, vals, strict=True) if not math.isnan(v))
+                )
             adv = trl_advantages(totals, int(args.num_generations or 1), args.scale_rewards)
             g = max(1, int(args.num_generations or 1))
             out_rows = []
             for i, row in enumerate(b["rows"]):
                 s, out, task = row["score"], row["output"], row["task"]
                 parts = dict(s.parts)
-                parts.update({n: b["values"][n][i] for n in names if n != REWARD_NAME and not math.isnan(b["values"][n][i])})
+                parts.update(
+                    {
+                        n: b["values"][n][i]
+                        for n in names
+                        if n != REWARD_NAME and not math.isnan(b["values"][n][i])
+                    }
+                )
                 tokens = row["tokens"]
                 # The same row as the trainer's (workbench.run.recorder), with TRL's weighted total as reward.
-                out_rows.append(self.recorder.episode_row(
-                    out, task, s, row["verifier_id"], step=b["step"], split="train", group_idx=i // g,
-                    sample_idx=i % g, reward=None if math.isnan(totals[i]) else totals[i], reward_parts=parts,
-                    advantage=adv[i], tokens=tokens,
-                    truncated=int(tokens is not None and tokens >= args.max_completion_length)))
+                out_rows.append(
+                    self.recorder.episode_row(
+                        out,
+                        task,
+                        s,
+                        row["verifier_id"],
+                        step=b["step"],
+                        split="train",
+                        group_idx=i // g,
+                        sample_idx=i % g,
+                        reward=None if math.isnan(totals[i]) else totals[i],
+                        reward_parts=parts,
+                        advantage=adv[i],
+                        tokens=tokens,
+                        truncated=int(tokens is not None and tokens >= args.max_completion_length),
+                    )
+                )
             self.recorder.store_rows(out_rows)
             errors = sum(1 for r in out_rows if r["error"])
-            self._step_stats = {"verifier_id": out_rows[-1]["verifier_id"] if out_rows else None,
-                                "verifier_errors": errors,
-                                "verifier_error_frac": errors / len(out_rows) if out_rows else 0.0,
-                                "success_rate_train": sum(r["outcome"]["success"] for r in out_rows) / max(1, len(out_rows))}
+            self._step_stats = {
+                "verifier_id": out_rows[-1]["verifier_id"] if out_rows else None,
+                "verifier_errors": errors,
+                "verifier_error_frac": errors / len(out_rows) if out_rows else 0.0,
+                "success_rate_train": sum(r["outcome"]["success"] for r in out_rows) / max(1, len(out_rows)),
+            }
             part_vals: dict[str, list[float]] = {}
             for r in out_rows:
                 for k, v in (r["reward_parts"] or {}).items():
@@ -388,19 +502,28 @@ class WorkbenchCallback(TrainerCallback):
         step = self.step_offset + state.global_step
         if not control.should_log:  # a step TRL does not log still gets its row (the UI's curves)
             stats = {k: v for k, v in self._step_stats.items() if not k.startswith("_")}
-            store.metrics.append_step(self.db, self.run_id, step, {"reward": self._step_stats.get("_reward", math.nan), **stats})
+            store.metrics.append_step(
+                self.db, self.run_id, step, {"reward": self._step_stats.get("_reward", math.nan), **stats}
+            )
         self.loop.drain(_At(args, state, control, kw), "step_end")
         # Pause after this step's metrics row and checkpoint are written (they come after on_step_end in TRL).
         self._block_at = "save" if control.should_save else ("log" if control.should_log else None)
         if self.paused and self._block_at is None:
             self._hold(_At(args, state, control, kw))
 
-    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
+    def on_log(
+        self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any
+    ) -> None:
         if self.db is None or not logs:
             return
         if "train_runtime" in logs:  # the end-of-training summary, not a step
-            store.runs.add_event(self.db, self.run_id, "trl_summary", "TRL training summary",
-                                 {k: v for k, v in logs.items() if isinstance(v, (int, float))})
+            store.runs.add_event(
+                self.db,
+                self.run_id,
+                "trl_summary",
+                "TRL training summary",
+                {k: v for k, v in logs.items() if isinstance(v, (int, float))},
+            )
             return
         metrics = {k: v for k, v in logs.items() if isinstance(v, (int, float)) or v is None}
         for trl_name, ours in METRIC_ALIASES.items():
@@ -420,8 +543,14 @@ class WorkbenchCallback(TrainerCallback):
         from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
         path = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
-        store.metrics.record_checkpoint(self.db, self.run_id, step=self.step_offset + state.global_step, kind="trl",
-                                        path=path, metrics={"trl_global_step": state.global_step})
+        store.metrics.record_checkpoint(
+            self.db,
+            self.run_id,
+            step=self.step_offset + state.global_step,
+            kind="trl",
+            path=path,
+            metrics={"trl_global_step": state.global_step},
+        )
         if self.paused and self._block_at == "save":
             self._hold(_At(args, state, control, kw))
 
@@ -471,8 +600,10 @@ class WorkbenchCallback(TrainerCallback):
         try:  # it dry-ran in the UI, but loading can still fail here: then the previous version stays
             v = load_verifier_code(row["code"], row["name"])
         except Exception as exc:
-            raise ValueError(f"verifier {vid} could not be loaded ({type(exc).__name__}: {exc}); "
-                             "the previous one stays active") from exc
+            raise ValueError(
+                f"verifier {vid} could not be loaded ({type(exc).__name__}: {exc}); "
+                "the previous one stays active"
+            ) from exc
         if self._verifier is not None and hasattr(self._verifier[1], "close"):
             self._verifier[1].close()
         self._verifier = (vid, v)
@@ -481,7 +612,9 @@ class WorkbenchCallback(TrainerCallback):
         return {"message": f"verifier {vid} scores from step {step + 1}", "verifier_id": vid, "applied": True}
 
 
-def workbench_reward(callback: WorkbenchCallback, name: str = REWARD_NAME) -> Callable[..., list[float | None]]:
+def workbench_reward(
+    callback: WorkbenchCallback, name: str = REWARD_NAME
+) -> Callable[..., list[float | None]]:
     """A TRL reward function, `fn(prompts, completions, **dataset_columns) -> list[float | None]`, scoring with
     the run's active verifier version. Dataset columns it reads: `task` (a Task as JSON, see `task_columns`),
     else `expected_tool`, `expected_args` (dict or JSON), `tools`, with the request taken from the prompt."""

@@ -101,9 +101,12 @@ def has_spread(rewards: Sequence[float]) -> bool:
     return len(rewards) >= 2 and float(torch.tensor(list(rewards)).std()) >= 1e-8
 
 
-def step_advantages(groups: Sequence[Sequence[float | None]], scale_rewards: ScaleRewards,
-                    leave_one_out: bool = False, drop_flat: bool = False
-                    ) -> tuple[list[list[float | None]], list[bool]]:
+def step_advantages(
+    groups: Sequence[Sequence[float | None]],
+    scale_rewards: ScaleRewards,
+    leave_one_out: bool = False,
+    drop_flat: bool = False,
+) -> tuple[list[list[float | None]], list[bool]]:
     """Advantages for a step's groups whose rows may lack a reward (None: the verifier failed on that row; it
     gets no advantage and no gradient), so groups differ in size; and which groups the update keeps (at least
     two rewards, and with `drop_flat`, DAPO's dynamic sampling, some spread). "batch" scaling divides by the

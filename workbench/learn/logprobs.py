@@ -30,8 +30,14 @@ from workbench.rollout.hf import base_forward_params, cache_of
 from workbench.rollout.prefix_kv import prefix_reuse
 from workbench.rollout.prompt import common_prefix_len
 
-__all__ = ["BatchPrefix", "batch_prefix", "completion_logprobs", "sequence_logprobs",
-           "shared_prefix_logprobs", "token_logprobs"]
+__all__ = [
+    "BatchPrefix",
+    "batch_prefix",
+    "completion_logprobs",
+    "sequence_logprobs",
+    "shared_prefix_logprobs",
+    "token_logprobs",
+]
 
 
 def _pack(
@@ -88,7 +94,9 @@ def completion_logprobs(
         logits_to_keep=t_width + 1,
     )
     logits = out.logits[:, :-1, :]  # position j predicts completion token j: [N, T, V]
-    return token_logprobs([logits[r] for r in range(rows)], ids[:, p_width:], mask, temperature, return_entropy)
+    return token_logprobs(
+        [logits[r] for r in range(rows)], ids[:, p_width:], mask, temperature, return_entropy
+    )
 
 
 def token_logprobs(
@@ -133,8 +141,11 @@ class BatchPrefix:
             raise ValueError("the prompts share no prefix short of the shortest one")
         self.tokens = list(prompt_ids_list[0][:length])
         device = next(model.parameters()).device
-        out = model(input_ids=torch.tensor([self.tokens], dtype=torch.long, device=device), use_cache=True,
-                    logits_to_keep=1)
+        out = model(
+            input_ids=torch.tensor([self.tokens], dtype=torch.long, device=device),
+            use_cache=True,
+            logits_to_keep=1,
+        )
         cache = cache_of(out)
         self._computed = [t for layer in cache.layers for t in (layer.keys, layer.values)]
         grad = torch.is_grad_enabled() and any(t.requires_grad for t in self._computed)
@@ -147,8 +158,11 @@ class BatchPrefix:
     def backward(self) -> None:
         """Take the gradient gathered at the prefix's keys/values through its pass (once, after every
         micro-batch's backward), then free the pass."""
-        pairs = [(t, kv.grad) for t, kv in zip(self._computed, self._kv, strict=True)
-                 if kv is not t and t.requires_grad and kv.grad is not None]
+        pairs = [
+            (t, kv.grad)
+            for t, kv in zip(self._computed, self._kv, strict=True)
+            if kv is not t and t.requires_grad and kv.grad is not None
+        ]
         if pairs:
             torch.autograd.backward([t for t, _ in pairs], [g for _, g in pairs])
         self._computed, self._kv = [], []
@@ -214,15 +228,20 @@ def shared_prefix_logprobs(
     cache, head = (prefix.cache(), None) if prefix is not None else (None, None)
     if p > start:  # the common prefix (after the batch's), once
         given = {cache_kw: cache} if cache is not None else {}
-        first = model(input_ids=torch.tensor([prompt_ids_list[0][start:p]], dtype=torch.long, device=device),
-                      position_ids=torch.arange(start, p, device=device)[None], use_cache=True,
-                      logits_to_keep=1, **given)
+        first = model(
+            input_ids=torch.tensor([prompt_ids_list[0][start:p]], dtype=torch.long, device=device),
+            position_ids=torch.arange(start, p, device=device)[None],
+            use_cache=True,
+            logits_to_keep=1,
+            **given,
+        )
         cache, head = cache_of(first), first.logits[:, -1:, :]
     cache.batch_repeat_interleave(n)
     full_attn = torch.cat([torch.ones((n, p), dtype=torch.long, device=device), attn], dim=-1)
     positions = torch.arange(p, p + ids.shape[1], device=device).expand(n, -1)
-    rest_out = model(input_ids=ids, attention_mask=full_attn, position_ids=positions, use_cache=True,
-                     **{cache_kw: cache})
+    rest_out = model(
+        input_ids=ids, attention_mask=full_attn, position_ids=positions, use_cache=True, **{cache_kw: cache}
+    )
     if head is None:  # nothing ran after the batch's prefix: every row has prompt tokens of its own
         combined, src = rest_out.logits, src - 1
     else:

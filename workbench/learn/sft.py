@@ -20,18 +20,24 @@ import torch
 from workbench.rollout.prompt import render_prompt
 from workbench.types import Task
 
-Example = tuple[list[dict[str, Any]], str]  # (prompt messages, reply); a third item, when present, is its prefill
+Example = tuple[
+    list[dict[str, Any]], str
+]  # (prompt messages, reply); a third item, when present, is its prefill
 # (the examples of a batch) -> (prompt ids, target ids): how examples become token ids; `sft_rows` by default,
 # `workbench.learn.sft_native.native_sft_rows` for tool_format native (the reply rendered by the chat template).
 RowsFn = Callable[[Any, list[Any]], tuple[list[list[int]], list[list[int]]]]
-NO_CALL_ANSWER = "No tool call is needed for this request."  # the JSON harness's gold reply when none is right
+NO_CALL_ANSWER = (
+    "No tool call is needed for this request."  # the JSON harness's gold reply when none is right
+)
 
 
 def default_answer(task: Task) -> str:
     """The canonical reply for a single-turn task: '{"tool": name, "args": {...}}'; parallel calls one such
     object a line; a plain sentence when the right answer is no call."""
     if task.expected_calls:
-        return "\n".join(json.dumps({"tool": c["name"], "args": c.get("arguments", {})}) for c in task.expected_calls)
+        return "\n".join(
+            json.dumps({"tool": c["name"], "args": c.get("arguments", {})}) for c in task.expected_calls
+        )
     if task.expected_tool is None:
         return NO_CALL_ANSWER
     return json.dumps({"tool": task.expected_tool, "args": task.expected_args})
@@ -60,18 +66,30 @@ def answer_token_ids(tokenizer: Any, answer: str, prefill: str = "") -> list[int
     return encode(answer)
 
 
-def sft_rows(tokenizer: Any, examples: list[Example], *, prefill: str = "") -> tuple[list[list[int]], list[list[int]]]:
+def sft_rows(
+    tokenizer: Any, examples: list[Example], *, prefill: str = ""
+) -> tuple[list[list[int]], list[list[int]]]:
     """(prompt ids, target ids) per example: the target is the answer (prefill included) plus the EOS that
     ends the turn; only target tokens carry loss."""
     eos = tokenizer.eos_token_id
     prompts = [render_prompt(tokenizer, ex[0]) for ex in examples]
-    targets = [answer_token_ids(tokenizer, ex[1], ex[2] if len(ex) > 2 else prefill) + [eos] for ex in examples]
+    targets = [
+        answer_token_ids(tokenizer, ex[1], ex[2] if len(ex) > 2 else prefill) + [eos] for ex in examples
+    ]
     return prompts, targets
 
 
-def sft_step(policy: Any, optimizer: torch.optim.Optimizer, examples: list[Example], *, prefill: str = "",
-             max_grad_norm: float | None = 1.0, rows_fn: RowsFn | None = None, sync: Any = None,
-             autocast: torch.dtype | None = None) -> float:
+def sft_step(
+    policy: Any,
+    optimizer: torch.optim.Optimizer,
+    examples: list[Example],
+    *,
+    prefill: str = "",
+    max_grad_norm: float | None = 1.0,
+    rows_fn: RowsFn | None = None,
+    sync: Any = None,
+    autocast: torch.dtype | None = None,
+) -> float:
     """One optimizer step on the mean token cross-entropy of the answers; returns the loss.
 
     `autocast` (e.g. torch.bfloat16): the forward runs under torch.autocast, so the matmuls (and, through
@@ -100,7 +118,11 @@ def sft_step(policy: Any, optimizer: torch.optim.Optimizer, examples: list[Examp
     pad = policy.tokenizer.pad_token_id if policy.tokenizer.pad_token_id is not None else 0
     nll, n_tokens, value = None, 0.0, 0.0
     if prompts:
-        mixed = torch.autocast(policy.device.type, dtype=autocast) if autocast is not None else contextlib.nullcontext()
+        mixed = (
+            torch.autocast(policy.device.type, dtype=autocast)
+            if autocast is not None
+            else contextlib.nullcontext()
+        )
         with mixed:  # token_logprobs upcasts the logits, so the loss is float32 either way
             logp, mask = sequence_logprobs(model, prompts, targets, 1.0, pad_token_id=pad)
         nll, n_tokens = -logp.sum(), float(mask.sum())
@@ -162,7 +184,9 @@ def run_sft(
                 order = list(range(len(examples)))
                 rng.shuffle(order)
             picked.append(examples[order.pop()])
-        loss = sft_step(policy, optimizer, picked, prefill=prefill, rows_fn=rows_fn, sync=sync, autocast=autocast)
+        loss = sft_step(
+            policy, optimizer, picked, prefill=prefill, rows_fn=rows_fn, sync=sync, autocast=autocast
+        )
         losses.append(loss)
         if on_step is not None and on_step(step, loss) is False:
             break

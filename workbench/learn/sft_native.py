@@ -50,11 +50,15 @@ def native_sft_rows(tokenizer: Any, examples: list[NativeExample]) -> tuple[list
     for messages, tools, gold in examples:
         kw = {"tools": tools} if tools else {}
         head = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **kw)
-        full = tokenizer.apply_chat_template([*messages, gold], tokenize=False, add_generation_prompt=False, **kw)
+        full = tokenizer.apply_chat_template(
+            [*messages, gold], tokenize=False, add_generation_prompt=False, **kw
+        )
         if not full.startswith(head):
-            raise ValueError("native SFT: the chat template renders the prompt differently once the answer "
-                             "follows (not prefix-stable); use tool_format: json or fix the template")
-        body = full[len(head):]
+            raise ValueError(
+                "native SFT: the chat template renders the prompt differently once the answer "
+                "follows (not prefix-stable); use tool_format: json or fix the template"
+            )
+        body = full[len(head) :]
         cut = body.rfind(eos_text) if eos_text else -1
         ids = list(tokenizer(body[:cut] if cut >= 0 else body, add_special_tokens=False)["input_ids"])
         prompts.append(render_prompt(tokenizer, messages, "", tools))

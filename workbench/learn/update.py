@@ -33,8 +33,9 @@ from workbench.rollout.runner import Rollout
 Item = tuple[list[int], list[int], float, list[float], float]
 
 
-def truncated_is_weights(trainer_logps: torch.Tensor, sampling_logps: torch.Tensor, mask: torch.Tensor,
-                         cap: float) -> tuple[torch.Tensor, dict[str, float]]:
+def truncated_is_weights(
+    trainer_logps: torch.Tensor, sampling_logps: torch.Tensor, mask: torch.Tensor, cap: float
+) -> tuple[torch.Tensor, dict[str, float]]:
     """Truncated importance sampling for an engine that is not the trainer (vLLM), as TRL does.
 
     The engine sampled from p_engine, the loss is for p_trainer: weight each token by
@@ -109,7 +110,13 @@ def policy_update(
     the gradients are summed over ranks before clipping, so every rank takes the 1-process optimizer step."""
     live = [it for it in items if it[4] > 0]  # rows with a loss (overlong filtering drops the others)
     nonzero = [it for it in live if it[2] != 0.0] if skip_zero_advantage and cfg.beta == 0 else live
-    counts = [len(live), len(nonzero), sum(len(it[1]) for it in live), sum(len(it[1]) for it in nonzero), n_seqs]
+    counts = [
+        len(live),
+        len(nonzero),
+        sum(len(it[1]) for it in live),
+        sum(len(it[1]) for it in nonzero),
+        n_seqs,
+    ]
     if sync is not None:
         counts = [int(c) for c in sync.sum_floats(counts)]
     if counts[0] == 0:
@@ -125,8 +132,9 @@ def policy_update(
 
     def logprobs(m: Any, ch: list[Item], entropy: bool = False, prefix: BatchPrefix | None = None) -> tuple:
         prompts, comps = [it[0] for it in ch], [it[1] for it in ch]
-        return sequence_logprobs(m, prompts, comps, temp, pad_token_id=pad, return_entropy=entropy,
-                                 prefix=prefix)
+        return sequence_logprobs(
+            m, prompts, comps, temp, pad_token_id=pad, return_entropy=entropy, prefix=prefix
+        )
 
     def shared(m: Any) -> BatchPrefix | None:
         """The harness every micro-batch starts with, run once for all of them (a lone micro-batch
@@ -156,20 +164,34 @@ def policy_update(
         for j, ch in enumerate(chunks):
             logps, mask, ent = logprobs(model, ch, entropy=True, prefix=prefix)
             adv = torch.tensor([it[2] for it in ch], dtype=logps.dtype, device=logps.device)
-            seq_w = (None if all(it[4] == 1.0 for it in ch)
-                     else torch.tensor([it[4] for it in ch], dtype=logps.dtype, device=logps.device))
+            seq_w = (
+                None
+                if all(it[4] == 1.0 for it in ch)
+                else torch.tensor([it[4] for it in ch], dtype=logps.dtype, device=logps.device)
+            )
             old_j = old[j] if old[j] is not None else logps.detach()
             is_w = None
             if is_correction:
-                is_w, is_m = truncated_is_weights(old_j, _padded([it[3] for it in ch], logps), mask.to(logps.dtype),
-                                                  cfg.vllm_is_cap)
+                is_w, is_m = truncated_is_weights(
+                    old_j, _padded([it[3] for it in ch], logps), mask.to(logps.dtype), cfg.vllm_is_cap
+                )
                 for k, v in is_m.items():
                     sums[k] = sums.get(k, 0.0) + v * float(mask.sum()) / work_tokens
             loss, m = grpo.policy_loss(
-                logps, old_j, adv, mask.to(logps.dtype), loss_type=loss_type, importance_sampling_level=level,
-                epsilon_low=cfg.epsilon, epsilon_high=cfg.epsilon_high, beta=cfg.beta, ref_logps=ref[j],
-                max_completion_length=cfg.max_completion_length, entropies=ent.detach(),
-                num_items_in_batch=total_tokens if loss_type == "dapo" else None, sampling_is_weights=is_w,
+                logps,
+                old_j,
+                adv,
+                mask.to(logps.dtype),
+                loss_type=loss_type,
+                importance_sampling_level=level,
+                epsilon_low=cfg.epsilon,
+                epsilon_high=cfg.epsilon_high,
+                beta=cfg.beta,
+                ref_logps=ref[j],
+                max_completion_length=cfg.max_completion_length,
+                entropies=ent.detach(),
+                num_items_in_batch=total_tokens if loss_type == "dapo" else None,
+                sampling_is_weights=is_w,
                 sequence_weights=seq_w,
             )
             chunk_tokens = float(mask.sum())

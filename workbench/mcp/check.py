@@ -45,7 +45,10 @@ def check_mcp_servers(cfg: Config, path: str | Path | None = None) -> None:
     with env:
         offered = {s["name"] for s in env.specs}
         seeded = None  # the first task with an initial_state: the seed tools must take it
-        for key, source, split in (("tasks", cfg.tasks, "train"), ("held_out_eval", cfg.held_out_eval, "held_out")):
+        for key, source, split in (
+            ("tasks", cfg.tasks, "train"),
+            ("held_out_eval", cfg.held_out_eval, "held_out"),
+        ):
             for task in load_task_source(source, split):
                 if seeded is None and task.initial_state is not None:
                     seeded = task

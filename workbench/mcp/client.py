@@ -71,7 +71,9 @@ def require_mcp() -> None:
     try:
         import mcp  # noqa: F401
     except ImportError:
-        raise McpUnavailable("env: mcp needs the MCP Python SDK: pip install 'agent-workbench[mcp]'") from None
+        raise McpUnavailable(
+            "env: mcp needs the MCP Python SDK: pip install 'agent-workbench[mcp]'"
+        ) from None
 
 
 # ---- the background event loop ----------------------------------------------------------------------------
@@ -131,7 +133,9 @@ def result_value(result: Any) -> CallResult:
     if isinstance(value, dict) and set(value) == {"result"}:
         value = value["result"]
     if value is None:
-        texts = [getattr(b, "text", None) or f"[{getattr(b, 'type', 'content')}]" for b in result.content or []]
+        texts = [
+            getattr(b, "text", None) or f"[{getattr(b, 'type', 'content')}]" for b in result.content or []
+        ]
         value = "\n".join(texts)
         with contextlib.suppress(ValueError, RecursionError):
             value = json.loads(value)
@@ -175,8 +179,15 @@ class ServerProcess:
 
         work = self.cfg.cwd or str(self._tmp / "work")
         Path(work).mkdir(parents=True, exist_ok=True)
-        args = [str(LIMITS_SCRIPT), str(self.cfg.memory_mb), str(self.cfg.cpu_s), str(self._pidfile), "--",
-                resolve_command(self.cfg.command), *resolve_args(self.cfg.args)]
+        args = [
+            str(LIMITS_SCRIPT),
+            str(self.cfg.memory_mb),
+            str(self.cfg.cpu_s),
+            str(self._pidfile),
+            "--",
+            resolve_command(self.cfg.command),
+            *resolve_args(self.cfg.args),
+        ]
         # The SDK adds only HOME, LOGNAME, PATH, SHELL, TERM, USER to these: nothing else of ours leaks.
         return StdioServerParameters(command=sys.executable, args=args, env=dict(self.cfg.env), cwd=work)
 
@@ -190,8 +201,10 @@ class ServerProcess:
                 if self._stop_requested:
                     scope.cancel()
                 try:
-                    async with stdio_client(self._params(), errlog=self._stderr) as (read, write), \
-                            ClientSession(read, write) as session:
+                    async with (
+                        stdio_client(self._params(), errlog=self._stderr) as (read, write),
+                        ClientSession(read, write) as session,
+                    ):
                         with anyio.fail_after(self.cfg.start_timeout_s):
                             await session.initialize()
                             tools = (await session.list_tools()).tools
@@ -203,7 +216,9 @@ class ServerProcess:
         finally:
             self._session = None
             if not self._ready.done():
-                self._ready.set_exception(ServerFailed(self.failure or f"MCP server {self.name!r} stopped before it started"))
+                self._ready.set_exception(
+                    ServerFailed(self.failure or f"MCP server {self.name!r} stopped before it started")
+                )
             self._finished.set()
             self._cleanup()
 
@@ -234,7 +249,9 @@ class ServerProcess:
             return self._ready.result(timeout=self.cfg.start_timeout_s + 5)
         except concurrent.futures.TimeoutError:
             self.close(kill=True)
-            raise ServerFailed(f"MCP server {self.name!r} did not start within {self.cfg.start_timeout_s:g} s") from None
+            raise ServerFailed(
+                f"MCP server {self.name!r} did not start within {self.cfg.start_timeout_s:g} s"
+            ) from None
 
     @property
     def pid(self) -> int | None:
@@ -288,9 +305,13 @@ class ServerProcess:
         a hung one is killed)."""
         timeout = self.cfg.timeout_s if timeout_s is None else timeout_s
         if not self.alive:
-            raise ServerFailed(self.failure or f"MCP server {self.name!r} is not running{self._stderr_tail()}")
+            raise ServerFailed(
+                self.failure or f"MCP server {self.name!r} is not running{self._stderr_tail()}"
+            )
         try:
-            return cap_result(result_value(portal().call(self._call, tool, args, timeout)), self.cfg.max_result_chars)
+            return cap_result(
+                result_value(portal().call(self._call, tool, args, timeout)), self.cfg.max_result_chars
+            )
         except TimeoutError:
             reason = f"MCP server {self.name!r} hung: {tool} did not answer within {timeout:g} s"
             self._fail(reason)
@@ -302,7 +323,9 @@ class ServerProcess:
                 self.close(kill=True)
                 raise ServerFailed(self.failure or "") from None
             # a JSON-RPC error answer
-            return cap_result(CallResult(ok=False, value=f"{type(e).__name__}: {e}"), self.cfg.max_result_chars)
+            return cap_result(
+                CallResult(ok=False, value=f"{type(e).__name__}: {e}"), self.cfg.max_result_chars
+            )
 
     async def _call(self, tool: str, args: dict[str, Any], timeout: float) -> Any:
         import anyio

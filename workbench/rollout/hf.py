@@ -75,7 +75,10 @@ def inverse_cdf_sample(probs: torch.Tensor, generator: torch.Generator | None) -
     """One token per row of (unnormalised, non-negative) `probs`: the first index whose running sum exceeds
     u x total. `right=True` skips zero-probability entries (their running sum equals the one before)."""
     cdf = probs.cumsum(-1)
-    u = torch.rand((probs.shape[0], 1), generator=generator, device=probs.device, dtype=cdf.dtype) * cdf[:, -1:]
+    u = (
+        torch.rand((probs.shape[0], 1), generator=generator, device=probs.device, dtype=cdf.dtype)
+        * cdf[:, -1:]
+    )
     idx = torch.searchsorted(cdf, u, right=True).squeeze(-1)
     over = idx >= probs.shape[-1]
     if bool(over.any()):  # u rounded up to the total (p ~ 1e-7): take the row's last token with mass
@@ -94,11 +97,15 @@ class OneDNNHead(torch.nn.Module):
         super().__init__()
         self.head = head
         self.packed = head.weight.detach().to_mkldnn()
-        self.bias = (head.bias.detach() if head.bias is not None else torch.zeros(head.out_features)).to_mkldnn()
+        self.bias = (
+            head.bias.detach() if head.bias is not None else torch.zeros(head.out_features)
+        ).to_mkldnn()
         self.version = head.weight._version  # in-place updates bump it: then the copy is stale
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = torch._C._nn.mkldnn_linear(x.reshape(-1, x.shape[-1]).contiguous().to_mkldnn(), self.packed, self.bias)
+        y = torch._C._nn.mkldnn_linear(
+            x.reshape(-1, x.shape[-1]).contiguous().to_mkldnn(), self.packed, self.bias
+        )
         return y.to_dense().reshape(*x.shape[:-1], -1)
 
 
@@ -126,12 +133,21 @@ class HFEngine:
     def _fast_head(self, model: Any, device: torch.device) -> tuple[Any, torch.nn.Module] | None:
         """(owner, the original head) after swapping in the packed head, or None where it does not apply."""
         owner = _head_owner(model)
-        if not (self.onednn_head and owner is not None and device.type == "cpu" and torch.backends.mkldnn.is_available()):
+        if not (
+            self.onednn_head
+            and owner is not None
+            and device.type == "cpu"
+            and torch.backends.mkldnn.is_available()
+        ):
             return None
         head = owner.lm_head
         if head.weight.requires_grad or head.weight.dtype != torch.float32:
             return None
-        if self._packed is None or self._packed.head is not head or self._packed.version != head.weight._version:
+        if (
+            self._packed is None
+            or self._packed.head is not head
+            or self._packed.version != head.weight._version
+        ):
             self._packed = OneDNNHead(head)
         owner.lm_head = self._packed
         return owner, head
@@ -140,15 +156,21 @@ class HFEngine:
         self.policy = policy  # same model object: it already samples from the current weights
         self.prefix_kv.clear()  # but the cached prefix's keys/values were the old weights'
 
-    def _prefix_cache(self, model: Any, prefix: list[int], device: torch.device, cache_kw: str,
-                      keep: bool) -> Any:
+    def _prefix_cache(
+        self, model: Any, prefix: list[int], device: torch.device, cache_kw: str, keep: bool
+    ) -> Any:
         """A growing cache (batch 1) holding `prefix`'s keys/values: from `prefix_kv` as far as it has them
         (`keep`), the rest prefilled here."""
 
         def prefill(tokens: list[int], start: int, cache: Any) -> Any:
             positions = torch.arange(start, start + len(tokens), device=device)[None]
-            out = model(input_ids=torch.tensor([tokens], device=device), position_ids=positions,
-                        use_cache=True, logits_to_keep=1, **{cache_kw: cache})
+            out = model(
+                input_ids=torch.tensor([tokens], device=device),
+                position_ids=positions,
+                use_cache=True,
+                logits_to_keep=1,
+                **{cache_kw: cache},
+            )
             return cache_of(out)
 
         if not keep:
@@ -192,7 +214,17 @@ class HFEngine:
                 for i in range(0, len(prompts), per_chunk):
                     chunk = prompts[i : i + per_chunk]
                     out += self._generate_chunk(
-                        model, chunk, n, max_new_tokens, temperature, top_p, stops, generator, device, t0, on_tokens
+                        model,
+                        chunk,
+                        n,
+                        max_new_tokens,
+                        temperature,
+                        top_p,
+                        stops,
+                        generator,
+                        device,
+                        t0,
+                        on_tokens,
                     )
         finally:
             if swapped is not None:
@@ -239,7 +271,11 @@ class HFEngine:
         if cache is not None:  # the prefix's columns come first in the mask: [prefix | pads | rest]
             attn = torch.cat([attn.new_ones((len(prompts), shared)), attn], dim=-1)
         result = model(
-            input_ids=input_ids, attention_mask=attn, position_ids=positions, use_cache=True, logits_to_keep=1,
+            input_ids=input_ids,
+            attention_mask=attn,
+            position_ids=positions,
+            use_cache=True,
+            logits_to_keep=1,
             **{cache_kw: cache if cache is not None else growing_cache()},
         )
         cache = cache_of(result)

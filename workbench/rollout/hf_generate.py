@@ -32,8 +32,15 @@ class _Sampler:
     """The logits processor: temperature and top_p applied here, the chosen tokens' log-probs recorded,
     the stop times noted, and the decode safe point called every DECODE_EVERY tokens."""
 
-    def __init__(self, temperature: float, top_p: float, width: int, stops: torch.Tensor, t0: float,
-                 on_tokens: Callable[[int], None] | None) -> None:
+    def __init__(
+        self,
+        temperature: float,
+        top_p: float,
+        width: int,
+        stops: torch.Tensor,
+        t0: float,
+        on_tokens: Callable[[int], None] | None,
+    ) -> None:
         self.scale = temperature if temperature > 0 else 1.0  # greedy: log-probs at temperature 1
         self.top_p = top_p if temperature > 0 else 1.0
         self.width = width
@@ -65,7 +72,9 @@ class _Sampler:
         if self.top_p >= 1.0:
             return logp
         sorted_p, order = logp.exp().sort(-1, descending=True)
-        outside = (sorted_p.cumsum(-1) - sorted_p) > self.top_p  # mass before this token already exceeds top_p
+        outside = (
+            sorted_p.cumsum(-1) - sorted_p
+        ) > self.top_p  # mass before this token already exceeds top_p
         keep = torch.ones_like(outside).scatter_(-1, order, ~outside)
         return logp.masked_fill(~keep, float("-inf"))
 
@@ -111,15 +120,33 @@ class HFGenerateEngine:
                 if seed is not None:
                     torch.manual_seed(seed)
                 for i in range(0, len(prompts), per_chunk):
-                    out += self._chunk(model, prompts[i : i + per_chunk], n, max_new_tokens, temperature, top_p,
-                                       stops, t0, on_tokens)
+                    out += self._chunk(
+                        model,
+                        prompts[i : i + per_chunk],
+                        n,
+                        max_new_tokens,
+                        temperature,
+                        top_p,
+                        stops,
+                        t0,
+                        on_tokens,
+                    )
         finally:
             model.train(was_training)
         return out
 
-    def _chunk(self, model: Any, prompts: list[list[int]], n: int, max_new_tokens: int, temperature: float,
-               top_p: float, stops: list[int], t0: float, on_tokens: Callable[[int], None] | None
-               ) -> list[list[Completion]]:
+    def _chunk(
+        self,
+        model: Any,
+        prompts: list[list[int]],
+        n: int,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        stops: list[int],
+        t0: float,
+        on_tokens: Callable[[int], None] | None,
+    ) -> list[list[Completion]]:
         from transformers import GenerationConfig, LogitsProcessorList
 
         device = next(model.parameters()).device
@@ -136,13 +163,25 @@ class HFGenerateEngine:
         sampler = _Sampler(temperature, top_p, width, stop_t, t0, on_tokens)
         # Only our processor shapes the distribution: every warper generate could add is switched off.
         config = GenerationConfig(
-            do_sample=temperature > 0, temperature=1.0, top_p=1.0, min_p=None, typical_p=1.0,
-            repetition_penalty=1.0, max_new_tokens=max_new_tokens, eos_token_id=stops or None,
-            pad_token_id=pad_id, return_dict_in_generate=True, use_cache=True,
+            do_sample=temperature > 0,
+            temperature=1.0,
+            top_p=1.0,
+            min_p=None,
+            typical_p=1.0,
+            repetition_penalty=1.0,
+            max_new_tokens=max_new_tokens,
+            eos_token_id=stops or None,
+            pad_token_id=pad_id,
+            return_dict_in_generate=True,
+            use_cache=True,
             **({"top_k": 0} if temperature > 0 else {}),  # greedy warns about a top_k it ignores
         )
-        result = model.generate(input_ids=ids.to(device), attention_mask=attn.to(device), generation_config=config,
-                                logits_processor=LogitsProcessorList([sampler]))
+        result = model.generate(
+            input_ids=ids.to(device),
+            attention_mask=attn.to(device),
+            generation_config=config,
+            logits_processor=LogitsProcessorList([sampler]),
+        )
         new = result.sequences[:, width:].cpu()
         steps = new.shape[1]
         if len(sampler.logps) < steps:  # the last token's log-prob is still in `sampler.last`
@@ -159,11 +198,16 @@ class HFGenerateEngine:
                 end = len(toks) if hit is None else hit + 1  # after a stop, generate pads the row
                 finish = "length" if hit is None else "stop"
                 ended = float(sampler.ended[r]) if sampler.ended is not None else math.nan
-                group.append(Completion(
-                    text=decode(toks[:end], skip_special_tokens=True), token_ids=toks[:end],
-                    logprobs=logps[r, :end].tolist(), finish_reason=finish, prompt_token_ids=list(prompt),
-                    latency_s=now if finish == "length" or math.isnan(ended) else ended,
-                ))
+                group.append(
+                    Completion(
+                        text=decode(toks[:end], skip_special_tokens=True),
+                        token_ids=toks[:end],
+                        logprobs=logps[r, :end].tolist(),
+                        finish_reason=finish,
+                        prompt_token_ids=list(prompt),
+                        latency_s=now if finish == "length" or math.isnan(ended) else ended,
+                    )
+                )
             groups.append(group)
         return groups
 

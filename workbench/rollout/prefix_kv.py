@@ -61,8 +61,9 @@ class PrefixKV:
         self.layers: list[tuple[torch.Tensor, torch.Tensor]] = []
         self.key: tuple | None = None
 
-    def cache_for(self, model: Any, prefix: list[int],
-                  prefill: Callable[[list[int], int, DynamicCache], DynamicCache]) -> DynamicCache:
+    def cache_for(
+        self, model: Any, prefix: list[int], prefill: Callable[[list[int], int, DynamicCache], DynamicCache]
+    ) -> DynamicCache:
         """A growing cache of batch 1 holding `prefix`'s keys/values. The kept prefix's longest common part
         with `prefix` is copied in, `prefill(tokens, start, cache)` runs the rest on it, and the result
         replaces what is kept when it computed anything."""

@@ -5,8 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 
-def render_prompt(tokenizer: Any, messages: list[dict[str, Any]], prefill: str = "",
-                  tools: list[dict[str, Any]] | None = None) -> list[int]:
+def render_prompt(
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    prefill: str = "",
+    tools: list[dict[str, Any]] | None = None,
+) -> list[int]:
     """Token ids of `messages` through the chat template with the assistant turn opened, then `prefill`.
 
     The prefill (e.g. '{"tool": "') is tokenised on its own and appended, never re-tokenised together with

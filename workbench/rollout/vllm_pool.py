@@ -33,10 +33,13 @@ def deal(n_prompts: int, n_servers: int) -> list[list[int]]:
 class VLLMServerPool:
     """`RolloutEngine` over several `VLLMServerEngine`s (or anything with their `generate`/`update_weights`)."""
 
-    def __init__(self, urls: Sequence[str], policy: Any, *, adapter_dir: Path | None = None,
-                 engine: Callable[..., Any]) -> None:
-        self.engines = [engine(u, policy, adapter_dir=(Path(adapter_dir) / f"server-{i}") if adapter_dir else None)
-                        for i, u in enumerate(urls)]
+    def __init__(
+        self, urls: Sequence[str], policy: Any, *, adapter_dir: Path | None = None, engine: Callable[..., Any]
+    ) -> None:
+        self.engines = [
+            engine(u, policy, adapter_dir=(Path(adapter_dir) / f"server-{i}") if adapter_dir else None)
+            for i, u in enumerate(urls)
+        ]
         self._pool = ThreadPoolExecutor(max_workers=len(self.engines), thread_name_prefix="vllm-server")
         self.last_sync_s = 0.0
 
@@ -45,7 +48,9 @@ class VLLMServerPool:
         list(self._pool.map(lambda e: e.update_weights(policy), self.engines))
         self.last_sync_s = max(getattr(e, "last_sync_s", 0.0) for e in self.engines)
 
-    def generate(self, prompts: list[list[int]], n: int, *, on_tokens: Any = None, **kw: Any) -> list[list[Completion]]:
+    def generate(
+        self, prompts: list[list[int]], n: int, *, on_tokens: Any = None, **kw: Any
+    ) -> list[list[Completion]]:
         """See `RolloutEngine.generate`: the prompts dealt over the servers, the groups back in order."""
         shares = deal(len(prompts), len(self.engines))
         jobs = [(e, idx) for e, idx in zip(self.engines, shares, strict=True) if idx]

@@ -51,7 +51,12 @@ class Range:
                 x = None
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             x = value
-        ok = x is not None and math.isfinite(x) and self.lo <= x <= self.hi and not (self.lo_open and x == self.lo)
+        ok = (
+            x is not None
+            and math.isfinite(x)
+            and self.lo <= x <= self.hi
+            and not (self.lo_open and x == self.lo)
+        )
         if ok and self.integer and x != int(x):  # type: ignore[arg-type]
             ok = False
         if not ok:
@@ -178,12 +183,26 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("resume", "r", mid_phase=True),
     # A checkpoint taken inside the update could hold weights between two of its optimizer steps.
     CommandSpec("checkpoint", "c", never_while_paused_in=("update",)),
-    CommandSpec("eval", "e", unsupported=(("trl", "TRL owns evaluation: set eval_strategy / eval_steps in GRPOConfig"),)),
+    CommandSpec(
+        "eval",
+        "e",
+        unsupported=(("trl", "TRL owns evaluation: set eval_strategy / eval_steps in GRPOConfig"),),
+    ),
     CommandSpec("set_lr", "", SetLr, mid_phase=True, next_step=True),
-    CommandSpec("set_temperature", "", SetTemperature, mid_phase=True, next_step=True, unsupported=(
-        ("trl", "TRL owns sampling: the temperature is fixed by GRPOConfig for the whole run"),)),
-    CommandSpec("sample", "", Sample,
-                unsupported=(("trl", "TRL owns generation: probes are not available on a TRL run"),)),
+    CommandSpec(
+        "set_temperature",
+        "",
+        SetTemperature,
+        mid_phase=True,
+        next_step=True,
+        unsupported=(("trl", "TRL owns sampling: the temperature is fixed by GRPOConfig for the whole run"),),
+    ),
+    CommandSpec(
+        "sample",
+        "",
+        Sample,
+        unsupported=(("trl", "TRL owns generation: probes are not available on a TRL run"),),
+    ),
     CommandSpec("set_verifier", "ctrl+a", SetVerifier, mid_phase=True, next_step=True),
     CommandSpec("stop", "s", mid_phase=True),  # the worker checkpoints the last completed step on its way out
 )

@@ -41,9 +41,21 @@ class CheckpointEval:
     `inside` the safe points of the eval phase. What changes between evals (the engine, step, temperature, verifier) is
     passed to each call."""
 
-    def __init__(self, cfg: Any, env: Any, policy: Any, validation: list[Task], test: list[Task], *,
-                 collective: Any, recorder: Recorder, report: Callable[..., None], inside: Inside,
-                 score: Callable[[Rollout], Score], log: Callable[[str], None] = lambda msg: None) -> None:
+    def __init__(
+        self,
+        cfg: Any,
+        env: Any,
+        policy: Any,
+        validation: list[Task],
+        test: list[Task],
+        *,
+        collective: Any,
+        recorder: Recorder,
+        report: Callable[..., None],
+        inside: Inside,
+        score: Callable[[Rollout], Score],
+        log: Callable[[str], None] = lambda msg: None,
+    ) -> None:
         self.cfg, self.env, self.policy = cfg, env, policy
         self.validation, self.test = validation, test
         self.collective, self.recorder = collective, recorder
@@ -66,40 +78,75 @@ class CheckpointEval:
             return True
         return not base
 
-    def run(self, engine: Any, *, step: int, temperature: float, verifier_id: int | None, label: str,
-            checkpoint_id: int | None = None, is_baseline: bool = False) -> dict[str, Any]:
+    def run(
+        self,
+        engine: Any,
+        *,
+        step: int,
+        temperature: float,
+        verifier_id: int | None,
+        label: str,
+        checkpoint_id: int | None = None,
+        is_baseline: bool = False,
+    ) -> dict[str, Any]:
         """Every part of the eval, computed, scored and then recorded; the validation greedy metrics."""
         at = {"step": step, "temperature": temperature}
         held_out = {"source": self.cfg.held_out_eval, "n": len(self.validation)}
-        validation = self.part(self.evaluate(engine, samples=0, label=label, **at), "held_out", held_out,
-                               samples=0)
+        validation = self.part(
+            self.evaluate(engine, samples=0, label=label, **at), "held_out", held_out, samples=0
+        )
         parts = [validation]
         if self.cfg.eval_samples > 0:
             n = self.cfg.eval_samples
-            parts.append(self.part(self.evaluate(engine, samples=n, label=label, **at), "held_out", held_out,
-                                   samples=n))
+            parts.append(
+                self.part(
+                    self.evaluate(engine, samples=n, label=label, **at), "held_out", held_out, samples=n
+                )
+            )
         if self.test:
-            parts.append(self.part(
-                self.evaluate(engine, samples=0, label=f"{label} (test)", tasks=self.test, **at), "test",
-                {"source": self.cfg.test_tasks, "split": "test", "n": len(self.test)}, samples=0))
-        self.recorder.record_evals(parts, step=step, verifier_id=verifier_id, checkpoint_id=checkpoint_id,
-                                   is_baseline=is_baseline)
+            parts.append(
+                self.part(
+                    self.evaluate(engine, samples=0, label=f"{label} (test)", tasks=self.test, **at),
+                    "test",
+                    {"source": self.cfg.test_tasks, "split": "test", "n": len(self.test)},
+                    samples=0,
+                )
+            )
+        self.recorder.record_evals(
+            parts, step=step, verifier_id=verifier_id, checkpoint_id=checkpoint_id, is_baseline=is_baseline
+        )
         metrics = validation.metrics
         if self.test:
             self.log(f"test at step {step}: {label}: success {parts[-1].metrics.get('success_rate', 0):.3f}")
-        self.log(f"eval at step {step}: {label}: success {metrics.get('success_rate', 0):.3f} "
-                 f"valid JSON {metrics.get('valid_json_rate', 0):.3f}")
+        self.log(
+            f"eval at step {step}: {label}: success {metrics.get('success_rate', 0):.3f} "
+            f"valid JSON {metrics.get('valid_json_rate', 0):.3f}"
+        )
         return metrics
 
     def part(self, result: EvalResult, split: str, tasks: dict[str, Any], *, samples: int) -> EvalPart:
         """An eval's result with each row scored by the active verifier (the primary writer only: the other
         ranks keep the metrics alone)."""
         episodes = [Scored(r, self.score(r)) for r in result.rollouts] if self.recorder.primary else []
-        return EvalPart(mode="sampled" if samples else "greedy", split=split, tasks=tasks,
-                        metrics=dict(result.metrics), episodes=episodes, per_task=max(1, samples))
+        return EvalPart(
+            mode="sampled" if samples else "greedy",
+            split=split,
+            tasks=tasks,
+            metrics=dict(result.metrics),
+            episodes=episodes,
+            per_task=max(1, samples),
+        )
 
-    def evaluate(self, engine: Any, *, samples: int, step: int, temperature: float, label: str = "",
-                 tasks: list[Task] | None = None) -> EvalResult:
+    def evaluate(
+        self,
+        engine: Any,
+        *,
+        samples: int,
+        step: int,
+        temperature: float,
+        label: str = "",
+        tasks: list[Task] | None = None,
+    ) -> EvalResult:
         """`tasks` (validation by default), greedy or `samples` per task. With ranks each evaluates a
         contiguous share and every rank gets the whole result (rank 0 records it; the others' evals go on
         in step, writing only to their scratch store)."""
@@ -114,8 +161,17 @@ class CheckpointEval:
         flags = [f for part in parts for f in part[1]]
         return EvalResult(summarize(rollouts, flags), rollouts, flags)
 
-    def _evaluate_share(self, engine: Any, tasks: list[Task], first: int, stop: int, samples: int, label: str,
-                        step: int, temperature: float) -> EvalResult:
+    def _evaluate_share(
+        self,
+        engine: Any,
+        tasks: list[Task],
+        first: int,
+        stop: int,
+        samples: int,
+        label: str,
+        step: int,
+        temperature: float,
+    ) -> EvalResult:
         """tasks[first:stop] of the eval's list: the seed of each batch of tasks derives from where it starts
         in the whole list. Progress is reported for the whole list (with ranks, this share's stands for the
         others', which run alike)."""
@@ -134,9 +190,16 @@ class CheckpointEval:
                 point()
 
             return evaluate(
-                engine, self.policy.tokenizer, self.env, share,
-                max_new_tokens=self.cfg.max_completion_length, samples=samples, temperature=temperature,
-                top_p=self.cfg.top_p, stop_token_ids=self.policy.eos_token_ids,
+                engine,
+                self.policy.tokenizer,
+                self.env,
+                share,
+                max_new_tokens=self.cfg.max_completion_length,
+                samples=samples,
+                temperature=temperature,
+                top_p=self.cfg.top_p,
+                stop_token_ids=self.policy.eos_token_ids,
                 seed=self.cfg.seed + 17 + first,
-                on_tokens=on_tokens, on_progress=report,
+                on_tokens=on_tokens,
+                on_progress=report,
             )

@@ -42,8 +42,10 @@ def prepare(cfg: Any, path: str | None = None) -> RunInputs:
     except ValueError as e:
         raise ConfigError(f"{path or '<config>'}: {e}") from None
     if cfg.sft_steps > 0 and not sft:  # else the run would fail inside the warm-up, after loading the model
-        raise ConfigError(f"{key_line(path, 'sft_steps')}: sft_steps: {cfg.sft_steps} but no training task can be "
-                          "imitated (multi-step tasks have no gold reply): add single-call tasks or set sft_steps: 0")
+        raise ConfigError(
+            f"{key_line(path, 'sft_steps')}: sft_steps: {cfg.sft_steps} but no training task can be "
+            "imitated (multi-step tasks have no gold reply): add single-call tasks or set sft_steps: 0"
+        )
     held_out = load_task_source(cfg.held_out_eval, "held_out")
     try:
         validation, test, warnings = splits.resolve(cfg.held_out_eval, cfg.test_tasks, held_out)
@@ -60,5 +62,10 @@ def new_run(db: sqlite_utils.Database, cfg: Any) -> int:
     import store
     from workbench.envs.harness import harness_from_config
 
-    return store.runs.create_run(db, name=cfg.name, model=cfg.model, config=cfg.to_dict(),
-                                 harness=harness_from_config(cfg.harness).to_dict())
+    return store.runs.create_run(
+        db,
+        name=cfg.name,
+        model=cfg.model,
+        config=cfg.to_dict(),
+        harness=harness_from_config(cfg.harness).to_dict(),
+    )

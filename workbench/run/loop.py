@@ -30,17 +30,29 @@ class CommandLoop:
     `handlers` must name exactly the commands the table says `driver` obeys (checked here, so a command added
     to the table without a handler fails at once, not when someone sends it)."""
 
-    def __init__(self, db: Any, run_id: int, driver: str, handlers: Mapping[str, Handler], *,
-                 lock_lost: threading.Event | None = None,
-                 set_status: Callable[[str, str], None] | None = None, poll_s: float = POLL_S,
-                 on_lock_lost: str = "this one stops") -> None:
+    def __init__(
+        self,
+        db: Any,
+        run_id: int,
+        driver: str,
+        handlers: Mapping[str, Handler],
+        *,
+        lock_lost: threading.Event | None = None,
+        set_status: Callable[[str, str], None] | None = None,
+        poll_s: float = POLL_S,
+        on_lock_lost: str = "this one stops",
+    ) -> None:
         want = {c.name for c in supported(driver)}
         if set(handlers) != want:
-            raise ValueError(f"the {driver} driver's handlers {sorted(handlers)} are not the commands the table "
-                             f"says it obeys {sorted(want)}")
+            raise ValueError(
+                f"the {driver} driver's handlers {sorted(handlers)} are not the commands the table "
+                f"says it obeys {sorted(want)}"
+            )
         self.db, self.run_id, self.driver, self.handlers = db, run_id, driver, dict(handlers)
         self.lock_lost = lock_lost or threading.Event()
-        self._set_status = set_status or (lambda status, reason: store.runs.set_status(db, run_id, status, reason))
+        self._set_status = set_status or (
+            lambda status, reason: store.runs.set_status(db, run_id, status, reason)
+        )
         self.poll_s, self.on_lock_lost = poll_s, on_lock_lost
         self.paused = False
         self.stop_requested = False
@@ -91,8 +103,15 @@ class CommandLoop:
             raise ValueError(refusal)
         return self.handlers[kind](ctx, spec.parse(payload), where)
 
-    def hold(self, ctx: Any, where: str, reason: str, *, outer: bool = True,
-             while_paused: Callable[[Any, str], None] | None = None) -> None:
+    def hold(
+        self,
+        ctx: Any,
+        where: str,
+        reason: str,
+        *,
+        outer: bool = True,
+        while_paused: Callable[[Any, str], None] | None = None,
+    ) -> None:
         """Paused: write the status, then poll the table until a resume or a stop; `while_paused` runs at
         every poll (rank 0 of a data-parallel run tells the other ranks it is still paused)."""
         self._set_status("paused", reason)

@@ -78,7 +78,9 @@ def promotion(candidate: Eval, evals: Sequence[Eval], promoted: Checkpoint | Non
             return Promotion(False, f"vs SFT-only {_pp(vs_sft)}: not clearly better than the warm-up")
         if vs_sft is not None:
             reasons.append(f"vs SFT-only {_pp(vs_sft)}")
-    current = next((e for e in greedy if promoted and e.checkpoint_id == promoted.id and e.split == "validation"), None)
+    current = next(
+        (e for e in greedy if promoted and e.checkpoint_id == promoted.id and e.split == "validation"), None
+    )
     if current is not None and (candidate.success or 0.0) <= (current.success or 0.0):
         return Promotion(False, f"not above the promoted checkpoint (step {current.step})")
     return Promotion(True, "; ".join(reasons))

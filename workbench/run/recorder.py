@@ -28,8 +28,17 @@ from workbench.types import Score, Task
 if TYPE_CHECKING:
     from workbench.rollout.runner import Rollout
 
-_TASK_FIELDS_V1 = ("id", "prompt", "expected_tool", "expected_args", "tools", "split", "dataset", "initial_state",
-                   "expected_state")
+_TASK_FIELDS_V1 = (
+    "id",
+    "prompt",
+    "expected_tool",
+    "expected_args",
+    "tools",
+    "split",
+    "dataset",
+    "initial_state",
+    "expected_state",
+)
 
 
 def task_row(task: Task) -> dict[str, Any]:
@@ -38,9 +47,14 @@ def task_row(task: Task) -> dict[str, Any]:
     content = {k: v for k, v in task.to_dict().items() if k in _TASK_FIELDS_V1 or v is not None}
     digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:10]
     return {
-        "key": f"{task.dataset}/{task.split}/{task.id}/{digest}", "dataset": task.dataset, "split": task.split,
-        "prompt": task.prompt, "expected_tool": task.expected_tool, "expected_args": task.expected_args,
-        "tools": task.tools, "extra": task.to_dict(),
+        "key": f"{task.dataset}/{task.split}/{task.id}/{digest}",
+        "dataset": task.dataset,
+        "split": task.split,
+        "prompt": task.prompt,
+        "expected_tool": task.expected_tool,
+        "expected_args": task.expected_args,
+        "tools": task.tools,
+        "extra": task.to_dict(),
     }
 
 
@@ -109,8 +123,15 @@ class Recorder:
     """The run's writer. `primary` False (a rank other than 0): evals are kept as metrics only, in that
     rank's scratch store, and no rows or promotion are written."""
 
-    def __init__(self, db: sqlite_utils.Database, run_id: int, task_ids: dict[str, int], *, primary: bool = True,
-                 log: Callable[[str], None] = lambda msg: None) -> None:
+    def __init__(
+        self,
+        db: sqlite_utils.Database,
+        run_id: int,
+        task_ids: dict[str, int],
+        *,
+        primary: bool = True,
+        log: Callable[[str], None] = lambda msg: None,
+    ) -> None:
         self.db, self.run_id, self.task_ids, self.primary, self.log = db, run_id, task_ids, primary, log
 
     def task_id(self, task: Task) -> int:
@@ -123,21 +144,40 @@ class Recorder:
     def row(self, s: Scored, verifier_id: int | None, **fields: Any) -> dict[str, Any]:
         """A trajectory row of one of our rollouts: the episode, its tokens, its score and `fields`."""
         r = s.rollout
-        return self.episode_row(r.output, r.task, s.score, verifier_id, token_trace=trajectory_rows.token_trace(r),
-                                prompt_tokens=r.prompt_tokens, tokens=r.completion_tokens, truncated=int(r.truncated),
-                                latency=r.latency_s, **fields)
+        return self.episode_row(
+            r.output,
+            r.task,
+            s.score,
+            verifier_id,
+            token_trace=trajectory_rows.token_trace(r),
+            prompt_tokens=r.prompt_tokens,
+            tokens=r.completion_tokens,
+            truncated=int(r.truncated),
+            latency=r.latency_s,
+            **fields,
+        )
 
-    def episode_row(self, output: Any, task: Task, score: Score, verifier_id: int | None,
-                    **fields: Any) -> dict[str, Any]:
+    def episode_row(
+        self, output: Any, task: Task, score: Score, verifier_id: int | None, **fields: Any
+    ) -> dict[str, Any]:
         """A trajectory row from an episode's output and score, whoever sampled it (our rollouts, TRL's):
         where it belongs and what is known of its tokens come in `fields`."""
         return {
-            "run_id": self.run_id, "task_id": self.task_id(task), "messages": output.messages,
-            "completion": output.text, "outcome": trajectory_rows.outcome(output, task),
-            "tool_calls": [dataclasses.replace(c, id=c.id or f"call_{i}").to_dict()
-                           for i, c in enumerate(output.tool_calls)],
-            "reward": None if score.error else score.total, "reward_parts": score.parts,
-            "explanation": score.explanation, "verifier_id": verifier_id, "error": score.error, **fields,
+            "run_id": self.run_id,
+            "task_id": self.task_id(task),
+            "messages": output.messages,
+            "completion": output.text,
+            "outcome": trajectory_rows.outcome(output, task),
+            "tool_calls": [
+                dataclasses.replace(c, id=c.id or f"call_{i}").to_dict()
+                for i, c in enumerate(output.tool_calls)
+            ],
+            "reward": None if score.error else score.total,
+            "reward_parts": score.parts,
+            "explanation": score.explanation,
+            "verifier_id": verifier_id,
+            "error": score.error,
+            **fields,
         }
 
     def store_rows(self, rows: list[dict[str, Any]]) -> list[int]:
@@ -146,23 +186,49 @@ class Recorder:
             return []
         return store.trajectories.insert_trajectories(self.db, trajectory_rows.add_sharing_hints(rows))
 
-    def record_evals(self, parts: Sequence[EvalPart], *, step: int, verifier_id: int | None,
-                     checkpoint_id: int | None, is_baseline: bool) -> Recorded:
+    def record_evals(
+        self,
+        parts: Sequence[EvalPart],
+        *,
+        step: int,
+        verifier_id: int | None,
+        checkpoint_id: int | None,
+        is_baseline: bool,
+    ) -> Recorded:
         """Every part of one checkpoint's eval, its rows and (with a checkpoint) the promotion decision, in one
         transaction. The decision reads the evals as they will be once this commits."""
         ids: dict[str, int] = {}
         decision = None
         with write_txn(self.db):
             for part in parts:
-                eid = store.metrics.record_eval(self.db, self.run_id, step=step, tasks=part.tasks, mode=part.mode,
-                                                metrics=part.metrics, checkpoint_id=checkpoint_id,
-                                                is_baseline=is_baseline)
+                eid = store.metrics.record_eval(
+                    self.db,
+                    self.run_id,
+                    step=step,
+                    tasks=part.tasks,
+                    mode=part.mode,
+                    metrics=part.metrics,
+                    checkpoint_id=checkpoint_id,
+                    is_baseline=is_baseline,
+                )
                 ids[part.name] = eid
                 if self.primary:
                     n = max(1, part.per_task)
-                    self.store_rows([self.row(s, verifier_id, step=step, split=part.split, group_idx=i // n,
-                                              sample_idx=i % n, eval_id=eid, checkpoint_id=checkpoint_id)
-                                     for i, s in enumerate(part.episodes)])
+                    self.store_rows(
+                        [
+                            self.row(
+                                s,
+                                verifier_id,
+                                step=step,
+                                split=part.split,
+                                group_idx=i // n,
+                                sample_idx=i % n,
+                                eval_id=eid,
+                                checkpoint_id=checkpoint_id,
+                            )
+                            for i, s in enumerate(part.episodes)
+                        ]
+                    )
             deciding = ids.get("held_out greedy")
             if self.primary and checkpoint_id is not None and deciding is not None:
                 decision = self._decide(checkpoint_id, deciding, step)
@@ -181,8 +247,13 @@ class Recorder:
         if decision.promote:
             store.metrics.promote_checkpoint(self.db, checkpoint_id)
         verdict = "promoted" if decision.promote else "not promoted"
-        store.runs.add_event(self.db, self.run_id, "promotion", f"step {step}: {verdict}: {decision.reason}",
-                             {"checkpoint_id": checkpoint_id, "eval_id": eval_id, "promoted": decision.promote})
+        store.runs.add_event(
+            self.db,
+            self.run_id,
+            "promotion",
+            f"step {step}: {verdict}: {decision.reason}",
+            {"checkpoint_id": checkpoint_id, "eval_id": eval_id, "promoted": decision.promote},
+        )
         return decision
 
     def record_checkpoint(self, *, step: int, kind: str, path: str) -> int:
@@ -194,5 +265,7 @@ class Recorder:
             return
         ids = [e.id for e in evals]
         store.metrics.supersede_evals(self.db, ids)
-        store.runs.add_event(self.db, self.run_id, "eval", f"evals {ids} superseded: {why}", {"eval_ids": ids})
+        store.runs.add_event(
+            self.db, self.run_id, "eval", f"evals {ids} superseded: {why}", {"eval_ids": ids}
+        )
         self.log(f"evals {ids} superseded: {why}")

@@ -14,7 +14,9 @@ from workbench.types import ToolCall
 R = TypeVar("R")
 
 
-_NAMES: dict[type, frozenset[str]] = {}  # a record class's field names: `fields()` per row was a third of a read
+_NAMES: dict[
+    type, frozenset[str]
+] = {}  # a record class's field names: `fields()` per row was a third of a read
 
 
 def pick(cls: type[R], row: dict[str, Any], **overrides: Any) -> R:
@@ -63,7 +65,9 @@ class Eval:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Eval:
-        return pick(cls, {**row, "is_baseline": bool(row.get("is_baseline")), "metrics": row.get("metrics") or {}})
+        return pick(
+            cls, {**row, "is_baseline": bool(row.get("is_baseline")), "metrics": row.get("metrics") or {}}
+        )
 
     def metric(self, key: str) -> float | None:
         return number(self.metrics.get(key))
@@ -79,7 +83,7 @@ class Eval:
 
     @property
     def split(self) -> str:
-        """"test" for an eval of the test split (reported, decides nothing), else "validation"."""
+        """ "test" for an eval of the test split (reported, decides nothing), else "validation"."""
         return "test" if isinstance(self.tasks, dict) and self.tasks.get("split") == "test" else "validation"
 
     @property
@@ -119,8 +123,13 @@ class Run:
 
     @classmethod
     def from_row(cls, row: dict[str, Any], last_step: int | None = None, *, worker_gone: bool = False) -> Run:
-        return pick(cls, {**row, "config": row.get("config") or {}}, lock_held=bool(row.get("lock_token")),
-                     last_step=last_step, worker_gone=worker_gone)
+        return pick(
+            cls,
+            {**row, "config": row.get("config") or {}},
+            lock_held=bool(row.get("lock_token")),
+            last_step=last_step,
+            worker_gone=worker_gone,
+        )
 
     @property
     def max_steps(self) -> int | None:
@@ -163,7 +172,11 @@ class Task:
     def short_key(self) -> str:
         """The key without its dataset prefix: every task of a run shares it, it only costs columns."""
         prefix = f"{self.dataset}:"
-        return self.key[len(prefix):] if self.key.startswith(prefix) and len(self.key) > len(prefix) else self.key
+        return (
+            self.key[len(prefix) :]
+            if self.key.startswith(prefix) and len(self.key) > len(prefix)
+            else self.key
+        )
 
     def as_task(self) -> workbench.types.Task:
         """The task the run loaded: `extra` holds its `to_dict()` (workbench.run.recorder.task_row)."""
@@ -204,13 +217,18 @@ class Trajectory:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Trajectory:
         messages = row.get("messages")
-        return pick(cls, row, **{
-            "tool_calls": tuple(ToolCall.from_dict(c) for c in row.get("tool_calls") or []),
-            "reward_parts": row.get("reward_parts") if isinstance(row.get("reward_parts"), dict) else {},
-            "truncated": bool(row.get("truncated")), "superseded": bool(row.get("superseded")),
-            "messages": tuple(messages) if isinstance(messages, list) else None,
-            "outcome": row.get("outcome") if isinstance(row.get("outcome"), dict) else None,
-        })
+        return pick(
+            cls,
+            row,
+            **{
+                "tool_calls": tuple(ToolCall.from_dict(c) for c in row.get("tool_calls") or []),
+                "reward_parts": row.get("reward_parts") if isinstance(row.get("reward_parts"), dict) else {},
+                "truncated": bool(row.get("truncated")),
+                "superseded": bool(row.get("superseded")),
+                "messages": tuple(messages) if isinstance(messages, list) else None,
+                "outcome": row.get("outcome") if isinstance(row.get("outcome"), dict) else None,
+            },
+        )
 
     @property
     def first_call(self) -> ToolCall | None:

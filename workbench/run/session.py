@@ -41,8 +41,14 @@ def crash_reason(exc: BaseException) -> str:
     return f"{kind}: {str(exc)[:200]}"
 
 
-def heartbeat_loop(db_path: str, run_id: int, token: str, lock_lost: threading.Event, done: threading.Event,
-                   every_s: float = HEARTBEAT_S) -> None:
+def heartbeat_loop(
+    db_path: str,
+    run_id: int,
+    token: str,
+    lock_lost: threading.Event,
+    done: threading.Event,
+    every_s: float = HEARTBEAT_S,
+) -> None:
     """Refresh the lock every `every_s` until `done`; set `lock_lost` (and end) when another took it."""
     db = store.open_db(db_path)
     try:
@@ -62,8 +68,15 @@ class RunSession:
     """`RunSession(db, db_path, run_id).start()` ... `release()`. `db` is the driver's connection (the
     session writes statuses through it); the heartbeat opens its own from `db_path`."""
 
-    def __init__(self, db: Any, db_path: str, run_id: int, *, heartbeat_s: float = HEARTBEAT_S,
-                 stale_after_s: float = STALE_AFTER_S) -> None:
+    def __init__(
+        self,
+        db: Any,
+        db_path: str,
+        run_id: int,
+        *,
+        heartbeat_s: float = HEARTBEAT_S,
+        stale_after_s: float = STALE_AFTER_S,
+    ) -> None:
         self.db, self.db_path, self.run_id = db, str(db_path), run_id
         self.heartbeat_s, self.stale_after_s = heartbeat_s, stale_after_s
         self.token: str | None = None
@@ -76,9 +89,12 @@ class RunSession:
         """Take the lock (store.runs.RunLockedError when a live worker holds it), start the heartbeat and
         answer the commands a dead worker had claimed, so the UI stops waiting for them."""
         self.token = store.runs.acquire_lock(self.db, self.run_id, stale_after_s=self.stale_after_s)
-        self._beat = threading.Thread(target=heartbeat_loop, daemon=True, name=f"heartbeat-run-{self.run_id}",
-                                      args=(self.db_path, self.run_id, self.token, self.lock_lost, self._done,
-                                            self.heartbeat_s))
+        self._beat = threading.Thread(
+            target=heartbeat_loop,
+            daemon=True,
+            name=f"heartbeat-run-{self.run_id}",
+            args=(self.db_path, self.run_id, self.token, self.lock_lost, self._done, self.heartbeat_s),
+        )
         self._beat.start()
         store.commands.fail_claimed(self.db, self.run_id, DEAD_CLAIM)
         return self

@@ -27,8 +27,12 @@ from workbench.verifiers.base import (
 )
 from workbench.verifiers.isolated import DEFAULT_MEMORY_LIMIT, DEFAULT_WORKERS, IsolatedVerifier
 
-BUILTIN_VERIFIERS = {"tool_call_verifier": "tool_call.py", "tool_call_gated": "tool_call_gated.py", "binary": "binary.py",
-                     "agent_state": "agent_state.py"}
+BUILTIN_VERIFIERS = {
+    "tool_call_verifier": "tool_call.py",
+    "tool_call_gated": "tool_call_gated.py",
+    "binary": "binary.py",
+    "agent_state": "agent_state.py",
+}
 
 AnyVerifier = Verifier | IsolatedVerifier
 
@@ -42,7 +46,9 @@ def builtin_verifier_code(name: str) -> str:
 
 @cache
 def _builtin_shas() -> frozenset[str]:
-    return frozenset(hashlib.sha256(builtin_verifier_code(n).encode("utf-8")).hexdigest() for n in BUILTIN_VERIFIERS)
+    return frozenset(
+        hashlib.sha256(builtin_verifier_code(n).encode("utf-8")).hexdigest() for n in BUILTIN_VERIFIERS
+    )
 
 
 def is_builtin_code(code: str) -> bool:
@@ -50,9 +56,15 @@ def is_builtin_code(code: str) -> bool:
     return hashlib.sha256(code.encode("utf-8")).hexdigest() in _builtin_shas()
 
 
-def load_verifier_code(code: str, name: str = "user", *, isolate: bool | None = None,
-                       memory_limit_bytes: int | None = DEFAULT_MEMORY_LIMIT, workers: int = DEFAULT_WORKERS,
-                       **isolated_kw: Any) -> AnyVerifier:
+def load_verifier_code(
+    code: str,
+    name: str = "user",
+    *,
+    isolate: bool | None = None,
+    memory_limit_bytes: int | None = DEFAULT_MEMORY_LIMIT,
+    workers: int = DEFAULT_WORKERS,
+    **isolated_kw: Any,
+) -> AnyVerifier:
     """Load verifier code; raises VerifierCompileError (with the line) or VerifierError, never returns one
     that cannot be called. `isolate=None`: in process for a built-in's exact source, else isolated (the
     module body then runs in the worker too, so a top level that hangs or crashes cannot take this process)."""
@@ -80,10 +92,21 @@ def get_verifier(name_or_path: str | Path, **kw: Any) -> AnyVerifier:
         return load_verifier_file(key, **kw)
     near = difflib.get_close_matches(key, list(BUILTIN_VERIFIERS), n=1)
     hint = f"; did you mean {near[0]!r}?" if near else ""
-    raise VerifierError(f"unknown verifier {key!r}: not a built-in ({', '.join(BUILTIN_VERIFIERS)}) nor a .py file{hint}")
+    raise VerifierError(
+        f"unknown verifier {key!r}: not a built-in ({', '.join(BUILTIN_VERIFIERS)}) nor a .py file{hint}"
+    )
 
 
 __all__ = [
-    "BUILTIN_VERIFIERS", "AnyVerifier", "IsolatedVerifier", "Verifier", "VerifierCompileError", "VerifierError",
-    "builtin_verifier_code", "get_verifier", "is_builtin_code", "load_verifier_code", "load_verifier_file",
+    "BUILTIN_VERIFIERS",
+    "AnyVerifier",
+    "IsolatedVerifier",
+    "Verifier",
+    "VerifierCompileError",
+    "VerifierError",
+    "builtin_verifier_code",
+    "get_verifier",
+    "is_builtin_code",
+    "load_verifier_code",
+    "load_verifier_file",
 ]

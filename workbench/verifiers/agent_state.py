@@ -81,5 +81,6 @@ def reward(output: Any, task: Any) -> Score:
     n, reasons = wasted_calls(task, calls, list(getattr(output, "observations", None) or []))
     if n:
         why += f", {n} wasted ({'; '.join(reasons)})"
-    return _score(why, state=W_STATE * frac, tool=W_TOOL if called else 0.0,
-                  wasted=-min(WASTE_CAP, WASTE_COST * n))
+    return _score(
+        why, state=W_STATE * frac, tool=W_TOOL if called else 0.0, wasted=-min(WASTE_CAP, WASTE_COST * n)
+    )

@@ -116,17 +116,25 @@ def coerce_score(value: Any, reward_range: tuple[float, float] | None = None) ->
 
 def _coerce(value: Any) -> Score:
     if isinstance(value, Score):
-        total = _finite(value.total, "verifier returned a Score whose total is {type}, expected float",
-                        "verifier returned a Score whose total is {value}")
+        total = _finite(
+            value.total,
+            "verifier returned a Score whose total is {type}, expected float",
+            "verifier returned a Score whose total is {value}",
+        )
         if not isinstance(value.parts, dict):
             raise BadReturn(f"verifier returned a Score whose parts is {_what(value.parts)}, expected dict")
         parts = {}
         for k, v in value.parts.items():
-            parts[str(k)] = _finite(v, f"verifier returned a Score whose part {k!r} is {{type}}, expected float",
-                                    f"verifier returned a Score whose part {k!r} is {{value}}")
+            parts[str(k)] = _finite(
+                v,
+                f"verifier returned a Score whose part {k!r} is {{type}}, expected float",
+                f"verifier returned a Score whose part {k!r} is {{value}}",
+            )
         error = None if value.error is None else str(value.error)
         return Score(total=total, parts=parts, explanation=str(value.explanation or ""), error=error)
-    return Score(total=_finite(value, "verifier returned {type}, expected float or Score", "verifier returned {value}"))
+    return Score(
+        total=_finite(value, "verifier returned {type}, expected float or Score", "verifier returned {value}")
+    )
 
 
 def timeout_error(timeout_s: float) -> str:
@@ -140,8 +148,14 @@ class Verifier:
 
     isolated = False  # runs in this process (see workbench.verifiers.isolated for the other kind)
 
-    def __init__(self, name: str, code: str, fn: Callable[[Any, Any], Any], filename: str,
-                 reward_range: tuple[float, float] = DEFAULT_REWARD_RANGE):
+    def __init__(
+        self,
+        name: str,
+        code: str,
+        fn: Callable[[Any, Any], Any],
+        filename: str,
+        reward_range: tuple[float, float] = DEFAULT_REWARD_RANGE,
+    ):
         self.name = name
         self.code = code
         self.fn = fn
@@ -229,8 +243,9 @@ def load_in_process(code: str, name: str = "user") -> Verifier:
         exec(compiled, module.__dict__)
     except Exception as e:
         sys.modules.pop(mod_name, None)
-        raise VerifierCompileError(short_error(e, filename).rsplit(" (line", 1)[0],
-                                   _lineno_in(e.__traceback__, filename)) from None
+        raise VerifierCompileError(
+            short_error(e, filename).rsplit(" (line", 1)[0], _lineno_in(e.__traceback__, filename)
+        ) from None
     fn = module.__dict__.get("reward")
     if fn is None:
         raise VerifierError("the code defines no `reward(output, task)` function")
@@ -239,7 +254,9 @@ def load_in_process(code: str, name: str = "user") -> Verifier:
     try:
         inspect.signature(fn).bind(None, None)
     except TypeError:
-        raise VerifierError(f"`reward{inspect.signature(fn)}` must accept two arguments: (output, task)") from None
+        raise VerifierError(
+            f"`reward{inspect.signature(fn)}` must accept two arguments: (output, task)"
+        ) from None
     except ValueError:
         pass  # no signature available (a builtin): let the first call tell
     return Verifier(name, code, fn, filename, declared_range(module.__dict__, code))
@@ -252,19 +269,30 @@ def declared_range(namespace: dict[str, Any], code: str) -> tuple[float, float]:
     if value is None:
         return DEFAULT_REWARD_RANGE
     nums = list(value) if isinstance(value, (tuple, list)) else []
-    if (len(nums) == 2 and all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in nums)
-            and all(math.isfinite(float(v)) for v in nums) and float(nums[0]) < float(nums[1])):
+    if (
+        len(nums) == 2
+        and all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in nums)
+        and all(math.isfinite(float(v)) for v in nums)
+        and float(nums[0]) < float(nums[1])
+    ):
         return float(nums[0]), float(nums[1])
-    raise VerifierCompileError(f"REWARD_RANGE must be (low, high): two finite numbers, low < high; got "
-                               f"{value!r:.80}", _assigned_at(code, "REWARD_RANGE"))
+    raise VerifierCompileError(
+        f"REWARD_RANGE must be (low, high): two finite numbers, low < high; got {value!r:.80}",
+        _assigned_at(code, "REWARD_RANGE"),
+    )
 
 
 def _assigned_at(code: str, name: str) -> int | None:
     """The line of the last top-level assignment to `name` (the code compiled, so it parses)."""
     line = None
     for node in ast.parse(code).body:
-        targets = (node.targets if isinstance(node, ast.Assign)
-                   else [node.target] if isinstance(node, ast.AnnAssign) else [])
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, ast.AnnAssign)
+            else []
+        )
         if any(isinstance(t, ast.Name) and t.id == name for t in targets):
             line = node.lineno
     return line

@@ -100,7 +100,7 @@ def fmt_bytes(n: int) -> str:
 
 
 def exit_reason(rc: int | None) -> str:
-    """"exit code -11, SIGSEGV" (a signal), "exit code 3"."""
+    """ "exit code -11, SIGSEGV" (a signal), "exit code 3"."""
     if rc is not None and rc < 0:
         try:
             return f"exit code {rc}, {signal.Signals(-rc).name}"
@@ -111,20 +111,29 @@ def exit_reason(rc: int | None) -> str:
 
 # ----- the parent's side -------------------------------------------------------------------------------
 
+
 class _Worker:
     """One worker process and its two pipes (ours: `inbox` reads its results, `outbox` sends it work)."""
 
     def __init__(self, memory_limit_bytes: int | None, stderr: Any = None):
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
-        boot = (f"import sys; sys.path[:] = {list(sys.path)!r}; "
-                "from workbench.verifiers.isolated import _child_main; "
-                f"_child_main({memory_limit_bytes!r}, {os.getpid()})")
+        boot = (
+            f"import sys; sys.path[:] = {list(sys.path)!r}; "
+            "from workbench.verifiers.isolated import _child_main; "
+            f"_child_main({memory_limit_bytes!r}, {os.getpid()})"
+        )
         try:
             # Its own session, so its process group holds whatever the verifier starts: killed with it.
-            self.proc = subprocess.Popen([sys.executable, "-c", boot], stdin=to_child_r, stdout=from_child_w,
-                                         stderr=stderr, env={**os.environ, **_ONE_THREAD}, close_fds=True,
-                                         start_new_session=hasattr(os, "killpg"))
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", boot],
+                stdin=to_child_r,
+                stdout=from_child_w,
+                stderr=stderr,
+                env={**os.environ, **_ONE_THREAD},
+                close_fds=True,
+                start_new_session=hasattr(os, "killpg"),
+            )
         except BaseException:
             for fd in (to_child_w, from_child_r):
                 os.close(fd)
@@ -192,8 +201,10 @@ def _close_all(slots: list[_Worker | None]) -> None:
 def _answer_problem(row: Any, pid: Any, expected_row: int, worker_pid: int, *, answered: bool) -> str | None:
     """Why an answer cannot be the one the row in progress is waiting for (None: it is)."""
     if pid != worker_pid:
-        return (f"verifier answered from process {pid}, not its worker {worker_pid} (did it fork and return in "
-                "both copies?)")
+        return (
+            f"verifier answered from process {pid}, not its worker {worker_pid} (did it fork and return in "
+            "both copies?)"
+        )
     if answered:
         return f"verifier answered row {row} twice"
     if row != expected_row:
@@ -217,9 +228,16 @@ class IsolatedVerifier:
 
     isolated = True
 
-    def __init__(self, code: str, name: str = "user", *, memory_limit_bytes: int | None = DEFAULT_MEMORY_LIMIT,
-                 workers: int = DEFAULT_WORKERS, load_timeout_s: float = DEFAULT_LOAD_TIMEOUT_S,
-                 stderr: Any = None):
+    def __init__(
+        self,
+        code: str,
+        name: str = "user",
+        *,
+        memory_limit_bytes: int | None = DEFAULT_MEMORY_LIMIT,
+        workers: int = DEFAULT_WORKERS,
+        load_timeout_s: float = DEFAULT_LOAD_TIMEOUT_S,
+        stderr: Any = None,
+    ):
         if workers < 1:
             raise ValueError("workers must be >= 1")
         self.name = name
@@ -264,8 +282,10 @@ class IsolatedVerifier:
             w.outbox.send(("load", self.code, self.name))
             if not w.inbox.poll(self.load_timeout_s):
                 w.kill()
-                raise VerifierError(f"loading the verifier timed out after {self.load_timeout_s:g} s "
-                                    "(its module body did not return)")
+                raise VerifierError(
+                    f"loading the verifier timed out after {self.load_timeout_s:g} s "
+                    "(its module body did not return)"
+                )
             reply = w.inbox.recv()
         except (EOFError, OSError):
             rc = w.reap()
@@ -302,16 +322,25 @@ class IsolatedVerifier:
             try:
                 payloads[i] = pickle.dumps(tuple(pair), protocol=pickle.HIGHEST_PROTOCOL)
             except Exception as e:
-                results[i] = Score(total=0.0, error=f"could not send the inputs to the verifier process: "
-                                                    f"{type(e).__name__}: {e}"[:300])
+                results[i] = Score(
+                    total=0.0,
+                    error=f"could not send the inputs to the verifier process: {type(e).__name__}: {e}"[:300],
+                )
         todo = [i for i in range(len(items)) if i in payloads]
         if todo:
             with self._lock:
                 self._run(todo, payloads, results, timeout_s)
-        return [r if r is not None else Score(total=0.0, error="verifier returned no result") for r in results]
+        return [
+            r if r is not None else Score(total=0.0, error="verifier returned no result") for r in results
+        ]
 
-    def _run(self, todo: list[int], payloads: dict[int, bytes], results: list[Score | None],
-             timeout_s: float | None) -> None:
+    def _run(
+        self,
+        todo: list[int],
+        payloads: dict[int, bytes],
+        results: list[Score | None],
+        timeout_s: float | None,
+    ) -> None:
         self._batch += 1
         inflight: dict[int, list[int]] = {}  # slot -> rows sent and not answered yet, in order
         try:
@@ -325,11 +354,18 @@ class IsolatedVerifier:
                     w.kill()
             raise
 
-    def _run_batch(self, batch: int, todo: list[int], payloads: dict[int, bytes], results: list[Score | None],
-                   timeout_s: float | None, inflight: dict[int, list[int]]) -> None:
+    def _run_batch(
+        self,
+        batch: int,
+        todo: list[int],
+        payloads: dict[int, bytes],
+        results: list[Score | None],
+        timeout_s: float | None,
+        inflight: dict[int, list[int]],
+    ) -> None:
         k = min(len(self._slots), len(todo))
         batch_rows = set(todo)
-        queues = [deque(todo[j * len(todo) // k:(j + 1) * len(todo) // k]) for j in range(k)]
+        queues = [deque(todo[j * len(todo) // k : (j + 1) * len(todo) // k]) for j in range(k)]
         started: dict[int, float] = {}  # slot -> when its current row started
         send_retries = [1] * k
 
@@ -393,8 +429,9 @@ class IsolatedVerifier:
                     if of_batch != batch:  # an older batch's answer (cannot happen while interrupts kill)
                         continue
                     rows = inflight[j]  # answers come in the order sent, one each
-                    problem = _answer_problem(i, pid, rows[0], worker_pid, answered=i in batch_rows
-                                              and results[i] is not None)
+                    problem = _answer_problem(
+                        i, pid, rows[0], worker_pid, answered=i in batch_rows and results[i] is not None
+                    )
                     if problem is not None:
                         # The worker broke the protocol (a forked copy answering, a stray write): no answer
                         # of it can be trusted to belong to its row. Charge the row in progress, never shift.
@@ -415,6 +452,7 @@ class IsolatedVerifier:
 
 
 # ----- the worker's side -------------------------------------------------------------------------------
+
 
 def _user_processes() -> int:
     """Tasks (threads included) of this real uid now: RLIMIT_NPROC counts them all, not only ours."""
@@ -454,7 +492,9 @@ def _die_with_parent(parent_pid: int) -> None:
                 return
         except (OSError, AttributeError):
             pass
-    threading.Thread(target=_exit_with_parent, args=(parent_pid,), name="verifier-parent-watch", daemon=True).start()
+    threading.Thread(
+        target=_exit_with_parent, args=(parent_pid,), name="verifier-parent-watch", daemon=True
+    ).start()
 
 
 def _become_subreaper() -> None:
@@ -516,7 +556,10 @@ def _score_row(verifier: Verifier, payload: bytes, memory_limit_bytes: int | Non
     try:
         output, task = pickle.loads(payload)
     except BaseException as e:
-        return ("error", f"could not unpickle the inputs in the verifier process: {type(e).__name__}: {e}"[:300])
+        return (
+            "error",
+            f"could not unpickle the inputs in the verifier process: {type(e).__name__}: {e}"[:300],
+        )
     try:
         value = verifier.fn(output, task)
     except MemoryError as e:
@@ -529,7 +572,10 @@ def _score_row(verifier: Verifier, payload: bytes, memory_limit_bytes: int | Non
     except BadReturn as e:
         return ("error", str(e))
     except BaseException as e:  # a number type whose float() raises, say
-        return ("error", f"verifier returned a value that could not be read: {short_error(e, verifier.filename)}")
+        return (
+            "error",
+            f"verifier returned a value that could not be read: {short_error(e, verifier.filename)}",
+        )
     # Plain types only on the way back: a str subclass from the user's module would not unpickle in the parent.
     parts = {f"{k}": float(v) for k, v in s.parts.items()}
     return ("ok", float(s.total), parts, f"{s.explanation}", None if s.error is None else f"{s.error}")
@@ -574,8 +620,11 @@ def _child_main(memory_limit_bytes: int | None, parent_pid: int) -> None:
                     os._exit(0)
                 left = _kill_descendants()
                 if left and result[0] == "ok":
-                    result = ("error", f"verifier left {left} process{'es' if left > 1 else ''} running "
-                                       "(killed); a reward must not depend on processes it starts")
+                    result = (
+                        "error",
+                        f"verifier left {left} process{'es' if left > 1 else ''} running "
+                        "(killed); a reward must not depend on processes it starts",
+                    )
                 outbox.send(("row", batch, i, me, result))
     sys.stdout.flush()
     sys.stderr.flush()

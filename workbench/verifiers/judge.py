@@ -4,7 +4,8 @@
 needs no torch and tests use a fake. Or the judge is another model behind an OpenAI-compatible server (a
 larger model under `vllm serve`): `openai_generate(url, model, timeout_s)` is such a `generate_fn`, and
 `JudgeVerifier.from_config(cfg)` builds one from the config's `judge_url`, `judge_model`, `judge_timeout_s`.
-A request that times out, fails or returns no readable score is a verifier error with the reason. A judge reply with no readable score is an error, not a zero: the
+A request that times out, fails or returns no readable score is a verifier error with the reason. A judge
+reply with no readable score is an error, not a zero: the
 trainer leaves such trajectories out of the advantages, like any verifier error. Judges are slow and
 noisy; use them where a rule cannot say what "right" means, and check them against human labels.
 """
@@ -43,8 +44,9 @@ class JudgeTimeout(InternalError, TimeoutError):
     pass
 
 
-def openai_generate(url: str, model: str, *, timeout_s: float = 30.0, max_tokens: int = 16,
-                    api_key: str | None = None) -> Callable[[str], str]:
+def openai_generate(
+    url: str, model: str, *, timeout_s: float = 30.0, max_tokens: int = 16, api_key: str | None = None
+) -> Callable[[str], str]:
     """A `generate_fn` that asks an OpenAI-compatible chat completions endpoint (`url` is the base, e.g.
     http://127.0.0.1:8000/v1), greedily, and returns the reply text. Raises JudgeTimeout past `timeout_s`, and
     RuntimeError with the reason for an HTTP error or a reply without a message."""
@@ -54,8 +56,14 @@ def openai_generate(url: str, model: str, *, timeout_s: float = 30.0, max_tokens
         headers["Authorization"] = f"Bearer {api_key}"
 
     def generate(prompt: str) -> str:
-        body = json.dumps({"model": model, "messages": [{"role": "user", "content": prompt}],
-                           "temperature": 0.0, "max_tokens": max_tokens}).encode()
+        body = json.dumps(
+            {
+                "model": model,
+                "messages": [{"role": "user", "content": prompt}],
+                "temperature": 0.0,
+                "max_tokens": max_tokens,
+            }
+        ).encode()
         request = urllib.request.Request(endpoint, data=body, headers=headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as response:
@@ -63,7 +71,9 @@ def openai_generate(url: str, model: str, *, timeout_s: float = 30.0, max_tokens
         except TimeoutError:
             raise JudgeTimeout(f"no answer from {endpoint} within {timeout_s:g} s") from None
         except urllib.error.HTTPError as e:
-            raise RuntimeError(f"{endpoint} answered HTTP {e.code}: {e.read()[:200].decode(errors='replace')}") from None
+            raise RuntimeError(
+                f"{endpoint} answered HTTP {e.code}: {e.read()[:200].decode(errors='replace')}"
+            ) from None
         except urllib.error.URLError as e:
             if isinstance(e.reason, TimeoutError):
                 raise JudgeTimeout(f"no answer from {endpoint} within {timeout_s:g} s") from None
@@ -90,8 +100,15 @@ def parse_judge_score(text: str, max_score: float = 10.0) -> float | None:
 class JudgeVerifier:
     """Same surface as Verifier (`name`, `code`, `sha256`, `score`): `code` is the rubric prompt it sends."""
 
-    def __init__(self, generate_fn: Callable[[str], str], rubric: str = DEFAULT_RUBRIC, *, name: str = "judge",
-                 show_expected: bool = True, max_score: float = 10.0):
+    def __init__(
+        self,
+        generate_fn: Callable[[str], str],
+        rubric: str = DEFAULT_RUBRIC,
+        *,
+        name: str = "judge",
+        show_expected: bool = True,
+        max_score: float = 10.0,
+    ):
         self.generate_fn = generate_fn
         self.rubric = rubric
         self.name = name
@@ -104,7 +121,9 @@ class JudgeVerifier:
     def from_config(cls, cfg: Any, rubric: str = DEFAULT_RUBRIC, **kw: Any) -> JudgeVerifier:
         """A judge on the config's OpenAI-compatible endpoint (`judge_url`, `judge_model`, `judge_timeout_s`)."""
         if not cfg.judge_url:
-            raise ValueError("judge_url: set it to the judge's OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1)")
+            raise ValueError(
+                "judge_url: set it to the judge's OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1)"
+            )
         generate = openai_generate(cfg.judge_url, cfg.judge_model, timeout_s=cfg.judge_timeout_s)
         return cls(generate, rubric, name=kw.pop("name", f"judge:{cfg.judge_model}"), **kw)
 
@@ -117,8 +136,12 @@ class JudgeVerifier:
         if self.show_expected:
             call = {"tool": task.expected_tool, "args": task.expected_args}
             expected = f"Expected call: {json.dumps(call)}\n"
-        return (PROMPT_TEMPLATE.replace("{rubric}", self.rubric).replace("{prompt}", task.prompt)
-                .replace("{expected}", expected).replace("{reply}", str(output)))
+        return (
+            PROMPT_TEMPLATE.replace("{rubric}", self.rubric)
+            .replace("{prompt}", task.prompt)
+            .replace("{expected}", expected)
+            .replace("{reply}", str(output))
+        )
 
     def score(self, output: Output, task: Task, timeout_s: float = 5.0) -> Score:
         """Ask the judge; never raises. `timeout_s` is accepted for interface parity (generation is not

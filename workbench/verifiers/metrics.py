@@ -29,7 +29,11 @@ def classify(output: Output, task: Task) -> dict[str, bool]:
     bare JSON where tags are expected: `tool_parsers.misplaced_call`), a format failure of its own."""
     calls, error = tool_calls_of(output)
     # set only when true, like the task-family marks: outcomes stored without it read as False
-    wrapper = {"wrong_wrapper": True} if not calls and isinstance(error, str) and error.startswith(WRONG_WRAPPER) else {}
+    wrapper = (
+        {"wrong_wrapper": True}
+        if not calls and isinstance(error, str) and error.startswith(WRONG_WRAPPER)
+        else {}
+    )
     expected = expected_calls(task)
     unsafe = bool(getattr(output, "unsafe", None))
     parallel = bool(getattr(task, "expected_calls", None))
@@ -41,18 +45,33 @@ def classify(output: Output, task: Task) -> dict[str, bool]:
         strict = all(parse_tool_call(reply, strict=True)[0] is not None for reply in judged)
     if task.expected_state is None and not expected:  # the right answer is no call
         right = made_no_call(calls, error)
-        return {"valid_json": right or strict, "parsed": right or bool(calls), "correct_tool": right,
-                "correct_args": right, "success": right and not unsafe, "unsafe": unsafe, "no_call_task": True,
-                **wrapper}
+        return {
+            "valid_json": right or strict,
+            "parsed": right or bool(calls),
+            "correct_tool": right,
+            "correct_args": right,
+            "success": right and not unsafe,
+            "unsafe": unsafe,
+            "no_call_task": True,
+            **wrapper,
+        }
     if task.expected_state is None and parallel:
         want = Counter(name for name, _ in expected)
         got = Counter(c.name for c in calls)
         correct_tool = want == got
         correct_args = correct_tool and Counter((n, norm(a)) for n, a in expected) == Counter(
-            (c.name, norm(c.args)) for c in calls)
-        return {"valid_json": strict, "parsed": bool(calls), "correct_tool": correct_tool,
-                "correct_args": correct_args, "success": correct_args and not unsafe, "unsafe": unsafe,
-                "parallel_task": True, **wrapper}
+            (c.name, norm(c.args)) for c in calls
+        )
+        return {
+            "valid_json": strict,
+            "parsed": bool(calls),
+            "correct_tool": correct_tool,
+            "correct_args": correct_args,
+            "success": correct_args and not unsafe,
+            "unsafe": unsafe,
+            "parallel_task": True,
+            **wrapper,
+        }
     if task.expected_state is not None:
         correct_tool = any(c.name == task.expected_tool for c in calls)
         correct_args = state_items(getattr(output, "state", None)) == state_items(task.expected_state)
@@ -73,8 +92,12 @@ def classify(output: Output, task: Task) -> dict[str, bool]:
 def agent_replies(output: Output) -> list[str]:
     """The agent's own replies, without the harness's example turn: one per tool call, plus the final
     non-call reply if the episode ended on one. A bare Output (no messages) is its own one reply."""
-    turns = len(getattr(output, "tool_calls", None) or []) + (1 if getattr(output, "parse_error", None) else 0)
-    said = [m.get("content", "") for m in getattr(output, "messages", None) or [] if m.get("role") == "assistant"]
+    turns = len(getattr(output, "tool_calls", None) or []) + (
+        1 if getattr(output, "parse_error", None) else 0
+    )
+    said = [
+        m.get("content", "") for m in getattr(output, "messages", None) or [] if m.get("role") == "assistant"
+    ]
     return said[-turns:] if said and turns else [str(output)]
 
 
@@ -87,8 +110,12 @@ def aggregate(rows: Iterable[dict[str, bool]]) -> dict[str, float]:
     rates: dict[str, float] = {"n": float(n)}
     for flag in FLAGS:
         rates[flag] = sum(bool(r.get(flag)) for r in rows) / n if n else 0.0
-    rates["invalid_json"] = sum(not r.get("parsed") and not r.get("wrong_wrapper") for r in rows) / n if n else 0.0
-    rates["wrong_tool"] = sum(r.get("parsed", False) and not r.get("correct_tool") for r in rows) / n if n else 0.0
+    rates["invalid_json"] = (
+        sum(not r.get("parsed") and not r.get("wrong_wrapper") for r in rows) / n if n else 0.0
+    )
+    rates["wrong_tool"] = (
+        sum(r.get("parsed", False) and not r.get("correct_tool") for r in rows) / n if n else 0.0
+    )
     rates["wrong_args"] = (
         sum(r.get("correct_tool", False) and not r.get("correct_args") for r in rows) / n if n else 0.0
     )

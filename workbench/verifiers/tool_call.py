@@ -78,7 +78,9 @@ def expected_calls(task: Any) -> list[tuple[str, dict[str, Any]]]:
     in any order), or the one `expected_tool` with `expected_args`."""
     calls = getattr(task, "expected_calls", None)
     if calls:
-        return [(str(c.get("name", c.get("tool"))), dict(c.get("arguments", c.get("args")) or {})) for c in calls]
+        return [
+            (str(c.get("name", c.get("tool"))), dict(c.get("arguments", c.get("args")) or {})) for c in calls
+        ]
     if getattr(task, "expected_tool", None) is None:
         return []
     return [(task.expected_tool, dict(task.expected_args or {}))]
@@ -93,8 +95,12 @@ def pair_calls(expected: list[tuple[str, dict[str, Any]]], calls: list[Any]) -> 
     """Each expected call (by index) with the made call (index) that matches it best, order-insensitive:
     same name, the pairs with most arguments matched first; each made call used once. Unmatched expected
     calls get None."""
-    scored = sorted((-arg_diff(args, c.args)[0], i, j) for i, (name, args) in enumerate(expected)
-                    for j, c in enumerate(calls) if c.name == name)
+    scored = sorted(
+        (-arg_diff(args, c.args)[0], i, j)
+        for i, (name, args) in enumerate(expected)
+        for j, c in enumerate(calls)
+        if c.name == name
+    )
     match: dict[int, int] = {}
     for _, i, j in scored:  # best-matching pairs first
         if i not in match and j not in match.values():
@@ -114,7 +120,9 @@ def state_items(state: dict[str, Any] | None) -> Counter:
 def state_changes(before: dict[str, Any] | None, after: dict[str, Any] | None) -> Counter:
     """What an episode did: items added ("+") and removed ("-") between two states."""
     b, a = state_items(before), state_items(after)
-    return Counter({("+", *k): n for k, n in (a - b).items()}) + Counter({("-", *k): n for k, n in (b - a).items()})
+    return Counter({("+", *k): n for k, n in (a - b).items()}) + Counter(
+        {("-", *k): n for k, n in (b - a).items()}
+    )
 
 
 def state_overlap(task: Any, final_state: dict[str, Any] | None) -> tuple[float, int, int]:
@@ -133,7 +141,9 @@ def _multi_turn(output: Any, task: Any) -> Score:
     acted = [c for c in calls if c.name != "finish"]
     frac, right, union = state_overlap(task, getattr(output, "state", None))
     called = any(c.name == task.expected_tool for c in acted)
-    why = f"{len(acted)} call(s), {right}/{union} state changes right" + (", expected tool called" if called else "")
+    why = f"{len(acted)} call(s), {right}/{union} state changes right" + (
+        ", expected tool called" if called else ""
+    )
     unsafe = getattr(output, "unsafe", None) or []
     if unsafe:
         return _score(f"unsafe: {unsafe[0]}; {why}", unsafe=UNSAFE)
@@ -155,8 +165,12 @@ def _no_call(output: Any, calls: list[Any], error: str | None) -> Score:
 def _parallel(output: Any, expected: list[tuple[str, dict[str, Any]]], calls: list[Any]) -> Score:
     pairs = pair_calls(expected, calls)
     named = sum(1 for _, j in pairs if j is not None)
-    fracs = [(arg_diff(expected[i][1], calls[j].args)[0] / len(expected[i][1]) if expected[i][1] else 1.0)
-             if j is not None else 0.0 for i, j in pairs]
+    fracs = [
+        (arg_diff(expected[i][1], calls[j].args)[0] / len(expected[i][1]) if expected[i][1] else 1.0)
+        if j is not None
+        else 0.0
+        for i, j in pairs
+    ]
     extra = max(0, len(calls) - named)
     tool = max(0.0, W_TOOL * named / len(expected) - EXTRA_CALL_COST * extra)
     args = max(0.0, W_ARGS * sum(fracs) / len(expected) - EXTRA_CALL_COST * extra)

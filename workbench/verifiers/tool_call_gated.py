@@ -19,11 +19,15 @@ from workbench.verifiers.tool_call import reward as seed_reward
 
 REWARD_RANGE = (-1.0, 1.0)  # the seed's: a total outside it is that row's error (workbench.verifiers.base)
 
+
 def reward(output: Any, task: Any) -> Score:
     score = seed_reward(output, task)
     parts = dict(score.parts)
     if parts.get("tool", 0.0) == 0.0 and parts.get("safe", 0.0) > 0.0:
         parts["safe"] = 0.0
-        return Score(total=round(sum(parts.values()), 6), parts=parts,
-                     explanation=score.explanation + " (safe not paid: wrong tool)")
+        return Score(
+            total=round(sum(parts.values()), 6),
+            parts=parts,
+            explanation=score.explanation + " (safe not paid: wrong tool)",
+        )
     return score

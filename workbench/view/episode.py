@@ -51,7 +51,7 @@ class StoryTurn:
 
     @property
     def ended(self) -> str | None:
-        """"finish" or "text" (no call) when this turn ended the episode's acting, else None."""
+        """ "finish" or "text" (no call) when this turn ended the episode's acting, else None."""
         if not self.calls:
             return "text"
         return FINISH if any(c.name == FINISH for c in self.calls) else None
@@ -160,13 +160,15 @@ def state_check(final: dict[str, Any], expected: dict[str, Any]) -> StateCheck:
 def _result(message: dict[str, Any]) -> Any:
     """A stored tool result as the dict the World returned ({"ok", "result" | "error"}), else its text."""
     text = str(message.get("content") or "")
-    body = text[len(RESULT_PREFIX):] if text.startswith(RESULT_PREFIX) else text
+    body = text[len(RESULT_PREFIX) :] if text.startswith(RESULT_PREFIX) else text
     try:
         value = json.loads(body)
     except (ValueError, RecursionError):
         return text
     if isinstance(value, dict):
-        value = {k: v for k, v in value.items() if k != "tool"}  # the JSON harness names the tool; the World does not
+        value = {
+            k: v for k, v in value.items() if k != "tool"
+        }  # the JSON harness names the tool; the World does not
     return value
 
 
@@ -185,7 +187,9 @@ def _start(messages: list[dict[str, Any]], task: EngineTask) -> int:
             return i
     # The request is not there verbatim (a harness that rewrote it): the last request before the first result.
     first_result = next((i for i, m in enumerate(messages) if _is_result(m)), len(messages))
-    users = [i for i, m in enumerate(messages[:first_result]) if m.get("role") == "user" and not _is_result(m)]
+    users = [
+        i for i, m in enumerate(messages[:first_result]) if m.get("role") == "user" and not _is_result(m)
+    ]
     return users[-1] if users else 0
 
 
@@ -234,13 +238,30 @@ def story(row: Trajectory, task: EngineTask) -> Story:
             differs = True  # results without calls, or calls whose results are missing mid-episode
         if not given:
             number += 1
-        turns.append(StoryTurn(0 if given else number, given, text, tuple(calls), tuple(stored),
-                               tuple(state_diff(before, world.state())), tuple(world.unsafe[flagged:]), differs))
+        turns.append(
+            StoryTurn(
+                0 if given else number,
+                given,
+                text,
+                tuple(calls),
+                tuple(stored),
+                tuple(state_diff(before, world.state())),
+                tuple(world.unsafe[flagged:]),
+                differs,
+            )
+        )
         i = j
     final = world.state()
     expected = task.expected_state or {}
-    return Story(tuple(messages[:start + 1]), tuple(turns), initial, final, expected, state_check(final, expected),
-                 tuple(world.unsafe))
+    return Story(
+        tuple(messages[: start + 1]),
+        tuple(turns),
+        initial,
+        final,
+        expected,
+        state_check(final, expected),
+        tuple(world.unsafe),
+    )
 
 
 def story_for(row: Trajectory, task: Task | None) -> Story | None:
@@ -253,6 +274,7 @@ def story_for(row: Trajectory, task: Task | None) -> Story | None:
 
 
 # ---- lining up a group -----------------------------------------------------------------------------------
+
 
 def signature(turn: StoryTurn) -> str:
     """What a turn did, compared across a group's episodes (args compared as the verifiers compare them)."""

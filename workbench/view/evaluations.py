@@ -52,17 +52,27 @@ class EvalRow:
     vs_sft: PairedDifference | None
 
 
-def eval_rows(evals: Sequence[Eval], checkpoints: Sequence[Checkpoint], mode: str | None = "greedy",
-              split: str = "validation") -> list[EvalRow]:
+def eval_rows(
+    evals: Sequence[Eval],
+    checkpoints: Sequence[Checkpoint],
+    mode: str | None = "greedy",
+    split: str = "validation",
+) -> list[EvalRow]:
     """Baseline, SFT-only and each checkpoint in order, each with its paired success difference to the
     baseline and to the SFT-only policy (rows before a reference are not compared with it), on one split."""
     by_id = {c.id: c for c in checkpoints}
     chosen = [e for e in evals if (mode is None or e.mode == mode) and e.split == split]
     chosen.sort(key=lambda e: (not e.is_baseline, e.step, e.id))
-    kinds = ["base" if e.is_baseline else (by_id[e.checkpoint_id].kind if e.checkpoint_id in by_id else None)
-             for e in chosen]
-    refs = {k: next((i for i, (e, kind) in enumerate(zip(chosen, kinds, strict=True)) if kind == k and e.solved), None)
-            for k in ("base", "sft")}
+    kinds = [
+        "base" if e.is_baseline else (by_id[e.checkpoint_id].kind if e.checkpoint_id in by_id else None)
+        for e in chosen
+    ]
+    refs = {
+        k: next(
+            (i for i, (e, kind) in enumerate(zip(chosen, kinds, strict=True)) if kind == k and e.solved), None
+        )
+        for k in ("base", "sft")
+    }
 
     def versus(i: int, ref: int | None) -> PairedDifference | None:
         e = chosen[i]
@@ -74,16 +84,29 @@ def eval_rows(evals: Sequence[Eval], checkpoints: Sequence[Checkpoint], mode: st
     for i, (e, kind) in enumerate(zip(chosen, kinds, strict=True)):
         ck = by_id.get(e.checkpoint_id) if e.checkpoint_id is not None else None
         label = "base" if e.is_baseline else (f"{ck.kind} @ step {ck.step}" if ck else f"step {e.step}")
-        rows.append(EvalRow(e, label, kind, ck.step if ck else None, bool(ck and ck.promoted),
-                            versus(i, refs["base"]), versus(i, refs["sft"])))
+        rows.append(
+            EvalRow(
+                e,
+                label,
+                kind,
+                ck.step if ck else None,
+                bool(ck and ck.promoted),
+                versus(i, refs["base"]),
+                versus(i, refs["sft"]),
+            )
+        )
     return rows
 
 
 def skill_columns(rows: list[EvalRow]) -> list[EvalRow]:
     """Base, SFT-only, the promoted checkpoint and the last one (each once): the policies a skill table compares."""
     picked: list[EvalRow] = []
-    for pick in (next((r for r in rows if r.kind == "base"), None), next((r for r in rows if r.kind == "sft"), None),
-                 next((r for r in rows if r.promoted), None), rows[-1] if rows else None):
+    for pick in (
+        next((r for r in rows if r.kind == "base"), None),
+        next((r for r in rows if r.kind == "sft"), None),
+        next((r for r in rows if r.promoted), None),
+        rows[-1] if rows else None,
+    ):
         if pick is not None and all(pick.eval.id != p.eval.id for p in picked):
             picked.append(pick)
     return picked
@@ -93,9 +116,15 @@ def skill_rows(rows: list[EvalRow], *, multi_step: bool = True) -> tuple[list[st
     """(header, lines) of success per skill for the chosen policies of one split; `multi_step=False` leaves
     the multi-step skills to their own table (`multi_step_rows`)."""
     cols = skill_columns(rows)
-    skills = sorted({s for r in cols for s in r.eval.by_skill
-                     if multi_step or not (s == "multi_step" or s.startswith("agent:"))},
-                    key=lambda s: (not s.startswith("tool:"), s))
+    skills = sorted(
+        {
+            s
+            for r in cols
+            for s in r.eval.by_skill
+            if multi_step or not (s == "multi_step" or s.startswith("agent:"))
+        },
+        key=lambda s: (not s.startswith("tool:"), s),
+    )
     header = ["skill", "n"] + [r.label + (" *" if r.promoted else "") for r in cols]
     lines = []
     for s in skills:
@@ -103,7 +132,10 @@ def skill_rows(rows: list[EvalRow], *, multi_step: bool = True) -> tuple[list[st
         cells = [f"{r.eval.by_skill[s]['success']:.2f}" if s in r.eval.by_skill else "-" for r in cols]
         lines.append([skill_label(s), str(int(n)), *cells])
     # The call families with their own rates (no call is right; several calls in one turn), when a split has them.
-    for label, rate, count in (("no call", "no_call_accuracy", "no_call_n"), ("parallel calls", "parallel_success", "parallel_n")):
+    for label, rate, count in (
+        ("no call", "no_call_accuracy", "no_call_n"),
+        ("parallel calls", "parallel_success", "parallel_n"),
+    ):
         if any(r.eval.metric(rate) is not None for r in cols):
             n = next((r.eval.metric(count) for r in cols if r.eval.metric(count) is not None), 0)
             cells = [f"{v:.2f}" if (v := r.eval.metric(rate)) is not None else "-" for r in cols]
@@ -131,7 +163,8 @@ def multi_step_rows(rows: list[EvalRow]) -> tuple[list[str], list[list[str]]]:
         return [], []
     target = cols[-1] if cols else None
     ref = next((r for r in cols if r.kind == "sft" and r is not target), None) or next(
-        (r for r in cols if r.kind == "base" and r is not target), None)
+        (r for r in cols if r.kind == "base" and r is not target), None
+    )
     delta_head = f"Δ vs {'SFT-only' if ref is not None and ref.kind == 'sft' else 'base'} [95% CI]"
     header = ["multi-step", "n"] + [r.label + (" *" if r.promoted else "") for r in cols] + [delta_head]
 
@@ -152,22 +185,36 @@ def multi_step_rows(rows: list[EvalRow]) -> tuple[list[str], list[list[str]]]:
         return None if n <= 0 else (n, (sum(solved.values()) - ms["success"] * ms["n"]) / n)
 
     # Ids tell the kinds apart only when every multi-step task is the generated family's.
-    known = all(len(subset(r.eval, lambda t: _agent_kind(t) is not None)) == int(r.eval.by_skill["multi_step"]["n"])
-                for r in cols if r.eval.solved and "multi_step" in r.eval.by_skill)
+    known = all(
+        len(subset(r.eval, lambda t: _agent_kind(t) is not None)) == int(r.eval.by_skill["multi_step"]["n"])
+        for r in cols
+        if r.eval.solved and "multi_step" in r.eval.by_skill
+    )
     lines = []
     singles = [single(r.eval) for r in cols]
     if any(singles):
         n = next(s[0] for s in singles if s)
-        lines.append(["single call", str(n), *("-" if s is None else f"{s[1]:.2f}" for s in singles),
-                      paired(lambda t: _agent_kind(t) is None) if known else "-"])
+        lines.append(
+            [
+                "single call",
+                str(n),
+                *("-" if s is None else f"{s[1]:.2f}" for s in singles),
+                paired(lambda t: _agent_kind(t) is None) if known else "-",
+            ]
+        )
     for skill in ("multi_step", *(f"agent:{k}" for k in AGENT_KINDS)):
         if not any(skill in r.eval.by_skill for r in cols):
             continue
         n = next(int(r.eval.by_skill[skill]["n"]) for r in cols if skill in r.eval.by_skill)
-        cells = [f"{r.eval.by_skill[skill]['success']:.2f}" if skill in r.eval.by_skill else "-" for r in cols]
+        cells = [
+            f"{r.eval.by_skill[skill]['success']:.2f}" if skill in r.eval.by_skill else "-" for r in cols
+        ]
         kind = skill.removeprefix("agent:")
-        keep: Callable[[str], bool] = ((lambda t: _agent_kind(t) is not None) if skill == "multi_step"
-                                       else (lambda t, k=kind: _agent_kind(t) == k))  # type: ignore[misc]
+        keep: Callable[[str], bool] = (
+            (lambda t: _agent_kind(t) is not None)
+            if skill == "multi_step"
+            else (lambda t, k=kind: _agent_kind(t) == k)
+        )  # type: ignore[misc]
         lines.append([skill_label(skill), str(n), *cells, paired(keep) if known else "-"])
     return header, lines
 
@@ -183,8 +230,9 @@ def metric_points(steps: Sequence[Step], key: str) -> tuple[list[float], list[fl
     return xs, ys
 
 
-def eval_points(evals: Sequence[Eval], key: str = "success_rate",
-                split: str = "validation") -> tuple[list[float], list[float]]:
+def eval_points(
+    evals: Sequence[Eval], key: str = "success_rate", split: str = "validation"
+) -> tuple[list[float], list[float]]:
     xs, ys = [], []
     for e in on_split(evals, split):
         v = e.metric(key)
@@ -216,32 +264,45 @@ def eval_flags(steps: Sequence[Step], evals: Sequence[Eval]) -> list[Flag]:
         prev, last = checks[-2], checks[-1]
         r0, r1 = _mean_around(xs, ys, prev.step), _mean_around(xs, ys, last.step)
         s0, s1 = prev.success, last.success
-        if r0 is not None and r1 is not None and s0 is not None and s1 is not None \
-                and r1 - r0 > REWARD_RISE and s0 - s1 > SUCCESS_FALL:
-            flags.append(Flag(
-                "overfit",
-                f"train reward rose {r0:+.2f} → {r1:+.2f} while held-out success fell "
-                f"{100 * s0:.0f}% → {100 * s1:.0f}% (steps {prev.step}→{last.step}): overfitting or reward hacking",
-            ))
+        if (
+            r0 is not None
+            and r1 is not None
+            and s0 is not None
+            and s1 is not None
+            and r1 - r0 > REWARD_RISE
+            and s0 - s1 > SUCCESS_FALL
+        ):
+            flags.append(
+                Flag(
+                    "overfit",
+                    f"train reward rose {r0:+.2f} → {r1:+.2f} while held-out success fell "
+                    f"{100 * s0:.0f}% → {100 * s1:.0f}% (steps {prev.step}→{last.step}): overfitting or reward hacking",
+                )
+            )
     # 2. Completion length drifting away from where it started.
     _, ly = metric_points(steps, "completions/mean_length")
     if len(ly) >= 4:
         k = max(1, min(5, len(ly) // 3))
         early, late = sum(ly[:k]) / k, sum(ly[-k:]) / k
         if early > 0 and abs(late - early) / early > LENGTH_DRIFT:
-            flags.append(Flag(
-                "length",
-                f"completion length drifted {early:.0f} → {late:.0f} tokens ({(late - early) / early:+.0%} vs the first {k} steps)",
-            ))
+            flags.append(
+                Flag(
+                    "length",
+                    f"completion length drifted {early:.0f} → {late:.0f} tokens "
+                    f"({(late - early) / early:+.0%} vs the first {k} steps)",
+                )
+            )
     # 3. Invalid JSON more often than the untrained model: the policy found reward elsewhere.
     if base is not None and checks:
         b, last_json = base.metric("valid_json_rate"), checks[-1].metric("valid_json_rate")
         if b is not None and last_json is not None and b - last_json > JSON_REGRESSION:
-            flags.append(Flag(
-                "json",
-                f"invalid-JSON rate {100 * (1 - last_json):.0f}% at step {checks[-1].step} vs {100 * (1 - b):.0f}% "
-                "at baseline: possible reward hacking",
-            ))
+            flags.append(
+                Flag(
+                    "json",
+                    f"invalid-JSON rate {100 * (1 - last_json):.0f}% at step {checks[-1].step} vs {100 * (1 - b):.0f}% "
+                    "at baseline: possible reward hacking",
+                )
+            )
     # 4. The best GRPO checkpoint not clearly above the SFT warm-up it started from, paired on the same tasks
     #    (two overlapping CIs say little; the paired difference is what decides whether GRPO helped).
     sft = sft_only(evals)
@@ -249,10 +310,12 @@ def eval_flags(steps: Sequence[Step], evals: Sequence[Eval]) -> list[Flag]:
     if sft and best and sft.solved and best.solved:
         d = paired_difference(best.solved, sft.solved)
         if d is not None and not d.clearly_better:
-            flags.append(Flag(
-                "vs_sft",
-                f"best GRPO checkpoint (step {best.step}) vs SFT-only: {100 * d.delta:+.0f}pp on the same "
-                f"{d.n_tasks} tasks (95% CI {100 * d.ci_low:+.0f}…{100 * d.ci_high:+.0f}pp): not clearly better "
-                "than the warm-up",
-            ))
+            flags.append(
+                Flag(
+                    "vs_sft",
+                    f"best GRPO checkpoint (step {best.step}) vs SFT-only: {100 * d.delta:+.0f}pp on the same "
+                    f"{d.n_tasks} tasks (95% CI {100 * d.ci_low:+.0f}…{100 * d.ci_high:+.0f}pp): not clearly better "
+                    "than the warm-up",
+                )
+            )
     return flags

@@ -50,7 +50,9 @@ class RolloutGroup:
     @property
     def best(self) -> Trajectory:
         """The highest-rewarded member (the first of equals): what the row shows and Enter opens."""
-        return max(self.members, key=lambda m: (m.reward if m.reward is not None else -math.inf, -m.sample_idx))
+        return max(
+            self.members, key=lambda m: (m.reward if m.reward is not None else -math.inf, -m.sample_idx)
+        )
 
     @property
     def task_id(self) -> int | None:

@@ -115,7 +115,9 @@ class DryRunRow:
 
     @property
     def delta(self) -> float | None:
-        return None if self.old_reward is None or self.new_reward is None else self.new_reward - self.old_reward
+        return (
+            None if self.old_reward is None or self.new_reward is None else self.new_reward - self.old_reward
+        )
 
     @property
     def changed(self) -> bool:
@@ -138,6 +140,14 @@ class Progress:
     @classmethod
     def from_event(cls, event: Event) -> Progress:
         d = event.data if isinstance(event.data, dict) else {}
-        ints = {k: int(d[k]) if isinstance(d.get(k), (int, float)) else None for k in ("done", "total", "step")}
-        return cls(phase=str(d.get("phase", "")), text=event.message, created=event.created, eta_s=_number(d.get("eta_s")),
-                   data=d, **ints)
+        ints = {
+            k: int(d[k]) if isinstance(d.get(k), (int, float)) else None for k in ("done", "total", "step")
+        }
+        return cls(
+            phase=str(d.get("phase", "")),
+            text=event.message,
+            created=event.created,
+            eta_s=_number(d.get("eta_s")),
+            data=d,
+            **ints,
+        )

@@ -22,8 +22,20 @@ IDLE_STATUSES = ("created", "paused", *ENDED_STATUSES)  # no step is being taken
 WorkerState = Literal["alive", "stale", "none"]
 
 __all__ = [
-    "ACTIONS", "ENDED_STATUSES", "IDLE_STATUSES", "LIVE_STATUSES", "PAUSED_STATUSES", "STALE_AFTER_S", "STATUSES",
-    "ERROR_BUDGET_PAUSE", "Action", "RunState", "WorkerState", "heartbeat_age", "paused_by_errors", "started_again",
+    "ACTIONS",
+    "ENDED_STATUSES",
+    "IDLE_STATUSES",
+    "LIVE_STATUSES",
+    "PAUSED_STATUSES",
+    "STALE_AFTER_S",
+    "STATUSES",
+    "ERROR_BUDGET_PAUSE",
+    "Action",
+    "RunState",
+    "WorkerState",
+    "heartbeat_age",
+    "paused_by_errors",
+    "started_again",
     "worker_state",
 ]
 
@@ -36,7 +48,9 @@ def worker_state(run: Run, now: float, stale_after_s: float = STALE_AFTER_S) -> 
     return "alive" if now - run.heartbeat < stale_after_s else "stale"
 
 
-def started_again(before: str | None, now: str, before_lock: str | None = None, now_lock: str | None = None) -> bool:
+def started_again(
+    before: str | None, now: str, before_lock: str | None = None, now_lock: str | None = None
+) -> bool:
     """A worker took the run up again (a resume may have restarted from a checkpoint and superseded
     later rows, so a reader should take a fresh snapshot). Seen in the status (an idle one, or "starting",
     turning into starting/running: a worker supersedes rows between its "starting" and "running"), or in
@@ -106,27 +120,50 @@ def _live(s: RunState) -> bool:
 
 # The UI's words and rule for each command of the table: (title, help, when in words, allowed).
 _RULES: dict[str, tuple[str, str, str, Callable[[RunState], bool]]] = {
-    "pause": ("Pause training", "pause at the next safe point", "while running, with a live worker",
-              lambda s: s.status in ("running", "starting") and s.alive),
-    "resume": ("Resume training", "continue from where it paused", "while paused or pausing, with a live worker",
-               lambda s: s.status in PAUSED_STATUSES and s.alive),
+    "pause": (
+        "Pause training",
+        "pause at the next safe point",
+        "while running, with a live worker",
+        lambda s: s.status in ("running", "starting") and s.alive,
+    ),
+    "resume": (
+        "Resume training",
+        "continue from where it paused",
+        "while paused or pausing, with a live worker",
+        lambda s: s.status in PAUSED_STATUSES and s.alive,
+    ),
     "checkpoint": ("Save checkpoint now", "adapter, optimizer, RNG and step", "with a live worker", _live),
     "eval": ("Run held-out eval now", "evaluate the current policy", "with a live worker", _live),
     "set_lr": ("Set learning rate…", "from the next step", "with a live worker", _live),
     "set_temperature": ("Set sampling temperature…", "from the next step", "with a live worker", _live),
-    "sample": ("Sample 8 completions of the selected task", "the worker samples it",
-               "with a live worker and a task selected", _live),
-    "set_verifier": ("Apply the edited verifier", "after an ok dry run, from the next step",
-                     "unless the run has finished or is stopping (a worker started later picks it up)",
-                     lambda s: s.status not in ("finished", "stopping")),
-    "stop": ("Stop run", "checkpoint and exit the worker, after a confirm",
-             "with a live worker, or while the status says one is at work or paused",
-             lambda s: s.alive or s.status in (*LIVE_STATUSES, "paused")),
+    "sample": (
+        "Sample 8 completions of the selected task",
+        "the worker samples it",
+        "with a live worker and a task selected",
+        _live,
+    ),
+    "set_verifier": (
+        "Apply the edited verifier",
+        "after an ok dry run, from the next step",
+        "unless the run has finished or is stopping (a worker started later picks it up)",
+        lambda s: s.status not in ("finished", "stopping"),
+    ),
+    "stop": (
+        "Stop run",
+        "checkpoint and exit the worker, after a confirm",
+        "with a live worker, or while the status says one is at work or paused",
+        lambda s: s.alive or s.status in (*LIVE_STATUSES, "paused"),
+    ),
 }
 # Not a command: r starts a worker when none answers (the resume key's other meaning).
-_START_WORKER = Action("start_worker", COMMAND_BY_NAME["resume"].key, "Start worker",
-                       "spawn the training worker for this run (it resumes from the last checkpoint)",
-                       "when no live worker holds the run and it has not finished", _can_start)
+_START_WORKER = Action(
+    "start_worker",
+    COMMAND_BY_NAME["resume"].key,
+    "Start worker",
+    "spawn the training worker for this run (it resumes from the last checkpoint)",
+    "when no live worker holds the run and it has not finished",
+    _can_start,
+)
 
 
 def _actions() -> tuple[Action, ...]:
@@ -152,6 +189,8 @@ def allowed(name: str, state: RunState | None) -> bool:
 def key_action(key_name: str, state: RunState | None) -> str | None:
     """The control a key triggers now (r: resume a live worker, or start one), None when none is allowed."""
     for a in ACTIONS:
-        if (a.name == key_name or (key_name == "resume" and a.name == "start_worker")) and allowed(a.name, state):
+        if (a.name == key_name or (key_name == "resume" and a.name == "start_worker")) and allowed(
+            a.name, state
+        ):
             return a.name
     return None

@@ -32,8 +32,9 @@ class FailureShares:
 def failure_shares(rows: Sequence[Trajectory]) -> FailureShares:
     outcomes = [r.outcome for r in rows if r.outcome is not None]
     rates = aggregate(outcomes)
-    return FailureShares(len(outcomes), rates, sum(1 for r in rows if r.error),
-                         sum(1 for r in rows if r.outcome is None))
+    return FailureShares(
+        len(outcomes), rates, sum(1 for r in rows if r.error), sum(1 for r in rows if r.outcome is None)
+    )
 
 
 def part_series(steps: Sequence[Step]) -> dict[str, list[tuple[int, float]]]:
@@ -148,7 +149,9 @@ class TaskStats:
         for c in counts:
             row = self.rows.get(c.key)
             if row is None:
-                row = self.rows[c.key] = TaskRow(c.task_id, c.split, c.prompt, c.expected_tool, eval_id=c.eval_id)
+                row = self.rows[c.key] = TaskRow(
+                    c.task_id, c.split, c.prompt, c.expected_tool, eval_id=c.eval_id
+                )
             row.attempts += c.attempts
             row.rewarded += c.rewarded
             row.reward_sum += c.reward_sum

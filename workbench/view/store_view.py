@@ -59,7 +59,9 @@ def effective_order(flt: TrajectoryFilter, order: str) -> str:
 
 def _run(row: dict[str, Any], last_step: int | None = None) -> Run:
     """A run record with the local liveness check filled in (the same rule as the worker's lock)."""
-    gone = bool(row.get("lock_token")) and store.runs.local_worker_gone(row.get("worker_host"), row.get("worker_pid"))
+    gone = bool(row.get("lock_token")) and store.runs.local_worker_gone(
+        row.get("worker_host"), row.get("worker_pid")
+    )
     return Run.from_row(row, last_step, worker_gone=gone)
 
 
@@ -106,18 +108,30 @@ class View:
     def events(self, run_id: int, after_id: int = 0, limit: int = 500) -> list[Event]:
         """The run's log after `after_id`, oldest first (what a live log polls); progress reports are not
         the log (one a second: `progress` reads the newest)."""
-        return [Event.from_row(e) for e in store.runs.events_since(self.db, run_id, after_id, limit,
-                                                                    exclude_kinds=(PROGRESS_KIND,))]
+        return [
+            Event.from_row(e)
+            for e in store.runs.events_since(self.db, run_id, after_id, limit, exclude_kinds=(PROGRESS_KIND,))
+        ]
 
     def last_events(self, run_id: int, n: int) -> list[Event]:
-        return [Event.from_row(e) for e in store.runs.last_events(self.db, run_id, n, exclude_kinds=(PROGRESS_KIND,))]
+        return [
+            Event.from_row(e)
+            for e in store.runs.last_events(self.db, run_id, n, exclude_kinds=(PROGRESS_KIND,))
+        ]
 
-    def sft_losses(self, run_id: int, after_id: int = 0, limit: int = 5000) -> tuple[list[tuple[int, float]], int]:
+    def sft_losses(
+        self, run_id: int, after_id: int = 0, limit: int = 5000
+    ) -> tuple[list[tuple[int, float]], int]:
         """The SFT warm-up's (step, loss) points logged after event `after_id` (its "sft_step" events), and the
         last event id read (pass it back to read only newer ones): the Curves pane plots SFT as it comes."""
         rows = store.runs.events_since(self.db, run_id, after_id, limit, exclude_kinds=(PROGRESS_KIND,))
-        points = [(int(d["step"]), float(d["loss"])) for r in rows if r.get("kind") == "sft_step"
-                  and isinstance(d := r.get("data"), dict) and isinstance(d.get("loss"), (int, float))]
+        points = [
+            (int(d["step"]), float(d["loss"]))
+            for r in rows
+            if r.get("kind") == "sft_step"
+            and isinstance(d := r.get("data"), dict)
+            and isinstance(d.get("loss"), (int, float))
+        ]
         return points, (rows[-1]["id"] if rows else after_id)
 
     def progress(self, run_id: int) -> Progress | None:
@@ -152,9 +166,18 @@ class View:
     def task_stats(self, run_id: int) -> list[TaskRow]:
         """One row per task, split and policy (`TaskRow`): an eval's rows are never averaged with another's."""
         return [
-            TaskRow(s["task_id"], s["split"], s.get("prompt") or "", s.get("expected_tool"), attempts=s["attempts"],
-                    rewarded=s["rewarded"], reward_sum=float(s["reward_sum"]), classified=s["classified"],
-                    successes=int(s["successes"]), eval_id=s["eval_id"])
+            TaskRow(
+                s["task_id"],
+                s["split"],
+                s.get("prompt") or "",
+                s.get("expected_tool"),
+                attempts=s["attempts"],
+                rewarded=s["rewarded"],
+                reward_sum=float(s["reward_sum"]),
+                classified=s["classified"],
+                successes=int(s["successes"]),
+                eval_id=s["eval_id"],
+            )
             for s in store.tasks.task_stats(self.db, run_id)
         ]
 
@@ -164,11 +187,19 @@ class View:
 
     # ---- trajectories --------------------------------------------------------------------------------
 
-    def page(self, flt: TrajectoryFilter, *, order: str = "id", descending: bool = True, after: tuple | None = None,
-             limit: int = 50) -> Page:
+    def page(
+        self,
+        flt: TrajectoryFilter,
+        *,
+        order: str = "id",
+        descending: bool = True,
+        after: tuple | None = None,
+        limit: int = 50,
+    ) -> Page:
         """One keyset page of summaries (no messages): constant time wherever it is, at millions of rows."""
-        page = store.trajectories.page_trajectories(self.db, flt, order=order, descending=descending, after=after,
-                                                     limit=limit)
+        page = store.trajectories.page_trajectories(
+            self.db, flt, order=order, descending=descending, after=after, limit=limit
+        )
         return Page([Trajectory.from_row(r) for r in page.rows], page.next_cursor)
 
     def newest_id(self, run_id: int) -> int:
@@ -176,11 +207,16 @@ class View:
         rows = self.page(TrajectoryFilter(run_id, include_superseded=True), limit=1).rows
         return rows[0].id if rows else 0
 
-    def trajectories_since(self, run_id: int, after_id: int, *, limit: int = 500, newest: bool = False
-                           ) -> list[Trajectory]:
+    def trajectories_since(
+        self, run_id: int, after_id: int, *, limit: int = 500, newest: bool = False
+    ) -> list[Trajectory]:
         """Rows after `after_id`, oldest first: the first `limit` of them, or with `newest` the last `limit`."""
-        return [Trajectory.from_row(r) for r in store.trajectories.trajectories_since(self.db, run_id, after_id,
-                                                                                      limit=limit, newest=newest)]
+        return [
+            Trajectory.from_row(r)
+            for r in store.trajectories.trajectories_since(
+                self.db, run_id, after_id, limit=limit, newest=newest
+            )
+        ]
 
     def feed(self, run_id: int, after_id: int, *, limit: int = 500, task_id: int | None = None) -> Feed:
         """What a live pane takes per poll, bounded however fast the worker writes: the rows after `after_id`
@@ -190,12 +226,24 @@ class View:
         if len(rows) < limit or rows[0].id <= after_id + 1:
             return Feed(rows)
         before = rows[0].id
-        skipped = [TaskRow(s["task_id"], s["split"], attempts=s["attempts"], rewarded=s["rewarded"],
-                           reward_sum=float(s["reward_sum"]), classified=s["classified"],
-                           successes=int(s["successes"]), eval_id=s["eval_id"])
-                   for s in store.trajectories.task_sums(self.db, run_id, after_id, before)]
-        steps = ({} if task_id is None
-                 else store.trajectories.step_reward_sums(self.db, run_id, task_id, after_id, before))
+        skipped = [
+            TaskRow(
+                s["task_id"],
+                s["split"],
+                attempts=s["attempts"],
+                rewarded=s["rewarded"],
+                reward_sum=float(s["reward_sum"]),
+                classified=s["classified"],
+                successes=int(s["successes"]),
+                eval_id=s["eval_id"],
+            )
+            for s in store.trajectories.task_sums(self.db, run_id, after_id, before)
+        ]
+        steps = (
+            {}
+            if task_id is None
+            else store.trajectories.step_reward_sums(self.db, run_id, task_id, after_id, before)
+        )
         return Feed(rows, skipped, steps, sum(r.attempts for r in skipped))
 
     def trajectory(self, trajectory_id: int) -> Trajectory | None:
@@ -230,15 +278,28 @@ class View:
     def verifier_history(self, run_id: int) -> list[VerifierVersion]:
         return [VerifierVersion.from_row(v) for v in store.verifiers.verifier_history(self.db, run_id)]
 
-    def dry_run(self, run_id: int, code: str, *, n: int, name: str, n_eval: int = 0, min_rows: int = 1,
-                control: DryRunControl | None = None) -> DryRunOutcome:
+    def dry_run(
+        self,
+        run_id: int,
+        code: str,
+        *,
+        n: int,
+        name: str,
+        n_eval: int = 0,
+        min_rows: int = 1,
+        control: DryRunControl | None = None,
+    ) -> DryRunOutcome:
         """Compile `code`, re-score the run's last `n` training and `n_eval` eval episodes with it, store the
         version and the results (the engine's `verifier_edit.dry_run`); ok only with >= `min_rows` re-scored.
         `control` (`dry_run_control()`): its progress, and a cancel from another thread (nothing stored)."""
         from workbench.verifier_edit import dry_run
 
-        res = dry_run(self.db, run_id, code, n=n, n_eval=n_eval, name=name, min_rows=min_rows, control=control)
-        return DryRunOutcome(res.verifier_id, res.ok, res.error, res.summary, [DryRunRow.from_row(r) for r in res.rows])
+        res = dry_run(
+            self.db, run_id, code, n=n, n_eval=n_eval, name=name, min_rows=min_rows, control=control
+        )
+        return DryRunOutcome(
+            res.verifier_id, res.ok, res.error, res.summary, [DryRunRow.from_row(r) for r in res.rows]
+        )
 
     def enqueue(self, run_id: int, kind: str, payload: dict[str, Any] | None = None) -> int:
         """A command for the run's worker (pause, resume, stop, checkpoint, eval, set_verifier, ...). Its payload

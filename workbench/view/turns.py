@@ -42,7 +42,17 @@ def turns(row: Trajectory) -> tuple[str | None, list[Turn]]:
         if isinstance(native, list) and native:  # the native format: the calls are structured already
             calls = [ToolCall.from_dict(c) for c in native]
             call = calls[0]
-            text = "\n".join(filter(None, [text, *(json.dumps({"name": c.name, "arguments": c.args},
-                                                              ensure_ascii=False) for c in calls)]))
+            text = "\n".join(
+                filter(
+                    None,
+                    [
+                        text,
+                        *(
+                            json.dumps({"name": c.name, "arguments": c.args}, ensure_ascii=False)
+                            for c in calls
+                        ),
+                    ],
+                )
+            )
         out.append(Turn(role, text, call))
     return system, out

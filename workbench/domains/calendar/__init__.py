@@ -31,8 +31,24 @@ from workbench.domains.calendar.tool_specs import (
 from workbench.domains.calendar.world import STATE_KEYS, ToolError, World, weather_for
 
 __all__ = [
-    "BUILTIN_TOOLS", "CITIES", "DANGEROUS_TOOLS", "LIST_EVENTS_TOOL", "MULTI_TURN_TOOLS", "NAMES", "REMINDERS",
-    "STATE_KEYS", "SUBJECTS", "TEMPLATES", "WEEKDAYS", "ToolError", "World", "builtin_agent_tasks", "builtin_call_tasks",
+    "BUILTIN_TOOLS",
+    "CITIES",
+    "DANGEROUS_TOOLS",
+    "LIST_EVENTS_TOOL",
+    "MULTI_TURN_TOOLS",
+    "NAMES",
+    "REMINDERS",
+    "STATE_KEYS",
+    "SUBJECTS",
+    "TEMPLATES",
+    "WEEKDAYS",
+    "ToolError",
+    "World",
+    "builtin_agent_tasks",
+    "builtin_call_tasks",
     "builtin_multi_turn_tasks",
-    "builtin_tasks", "day_phrase", "time_phrase", "weather_for",
+    "builtin_tasks",
+    "day_phrase",
+    "time_phrase",
+    "weather_for",
 ]

@@ -50,12 +50,50 @@ BRANCHED = frozenset({"conditional", "lookup", "ambiguity"})  # two outcomes, ha
 # Train reuses the single-call train entities (what SFT saw); validation and test have their own.
 NAMES = {
     "train": SINGLE_NAMES["train"],
-    "held_out": ["Annika", "Babajide", "Carmen", "Desmond", "Eun-ji", "Fernando", "Greta", "Haruto", "Ifeoma",
-                 "Jasper", "Katarina", "Lorenzo", "Mireille", "Nikhil", "Oluwaseun", "Pilar", "Rasmus", "Solveig",
-                 "Thiago", "Wiktoria"],
-    "test": ["Agnieszka", "Benedikt", "Chiamaka", "Dagny", "Emilio", "Farida", "Gunnar", "Hyun-woo", "Imogen",
-             "Jovana", "Kwabena", "Lucia", "Maximilian", "Nadia", "Orla", "Pablo", "Rukmini", "Stellan",
-             "Temperance", "Vikram"],
+    "held_out": [
+        "Annika",
+        "Babajide",
+        "Carmen",
+        "Desmond",
+        "Eun-ji",
+        "Fernando",
+        "Greta",
+        "Haruto",
+        "Ifeoma",
+        "Jasper",
+        "Katarina",
+        "Lorenzo",
+        "Mireille",
+        "Nikhil",
+        "Oluwaseun",
+        "Pilar",
+        "Rasmus",
+        "Solveig",
+        "Thiago",
+        "Wiktoria",
+    ],
+    "test": [
+        "Agnieszka",
+        "Benedikt",
+        "Chiamaka",
+        "Dagny",
+        "Emilio",
+        "Farida",
+        "Gunnar",
+        "Hyun-woo",
+        "Imogen",
+        "Jovana",
+        "Kwabena",
+        "Lucia",
+        "Maximilian",
+        "Nadia",
+        "Orla",
+        "Pablo",
+        "Rukmini",
+        "Stellan",
+        "Temperance",
+        "Vikram",
+    ],
 }
 CITIES = {
     "train": SINGLE_CITIES["train"],
@@ -78,88 +116,128 @@ HOURS = range(8, 18)  # 08:xx .. 17:xx
 # {name} a person, {day1} / {day2} weekdays, {time} HH:MM, {city}, {subject}, {text} (a reminder's text).
 TEMPLATES: dict[str, dict[str, list[str]]] = {
     "reschedule": {
-        "train": ["Move my meeting with {name} from {day1} to {day2}, same time.",
-                  "Can you shift my {day1} meeting with {name} to {day2}? Keep the time.",
-                  "Please reschedule {name} from {day1} to {day2} at the same time.",
-                  "My meeting with {name} on {day1} needs to happen on {day2} instead, same time of day."],
-        "held_out": ["I'd like my {day1} catch-up with {name} moved to {day2}, keeping the time.",
-                     "Switch the meeting with {name} from {day1} over to {day2}; the time stays the same."],
-        "test": ["Relocate {name}'s {day1} meeting to {day2} without changing the hour.",
-                 "Carry my {day1} appointment with {name} over to {day2}, at its usual time."],
+        "train": [
+            "Move my meeting with {name} from {day1} to {day2}, same time.",
+            "Can you shift my {day1} meeting with {name} to {day2}? Keep the time.",
+            "Please reschedule {name} from {day1} to {day2} at the same time.",
+            "My meeting with {name} on {day1} needs to happen on {day2} instead, same time of day.",
+        ],
+        "held_out": [
+            "I'd like my {day1} catch-up with {name} moved to {day2}, keeping the time.",
+            "Switch the meeting with {name} from {day1} over to {day2}; the time stays the same.",
+        ],
+        "test": [
+            "Relocate {name}'s {day1} meeting to {day2} without changing the hour.",
+            "Carry my {day1} appointment with {name} over to {day2}, at its usual time.",
+        ],
     },
     "conditional": {
-        "train": ["If it rains in {city} on {day1}, move my {day1} meeting with {name} to {day2} at the same "
-                  "time; if it doesn't, remind me to {text} on {day1} at the time of that meeting.",
-                  "Check the weather in {city} for {day1}. Rain: push my meeting with {name} that day to {day2}, "
-                  "same time. No rain: set a reminder to {text} on {day1} at the meeting's time.",
-                  "Should it rain in {city} on {day1}, my {day1} meeting with {name} moves to {day2} (same time); "
-                  "otherwise add a reminder to {text} at that meeting's time on {day1}.",
-                  "Depending on {day1}'s weather in {city}: if rain, shift my meeting with {name} from {day1} to "
-                  "{day2} keeping the time; if dry, remind me to {text} on {day1} when the meeting starts."],
-        "held_out": ["Look up whether it will rain in {city} on {day1}. If so, reschedule my {day1} meeting with "
-                     "{name} to {day2} at the same hour; if not, create a reminder to {text} for {day1} at the "
-                     "start time of that meeting.",
-                     "Rain in {city} on {day1} means my meeting with {name} that day goes to {day2}, same time; a "
-                     "dry day means a reminder to {text} on {day1} at the meeting's start."],
-        "test": ["In case of rain in {city} on {day1}, bump my {day1} meeting with {name} to {day2} at an "
-                 "identical time; with no rain, leave it and remind me to {text} on {day1} at the hour it begins.",
-                 "Find out if {city} gets rain on {day1}: rain moves my meeting with {name} from {day1} to {day2} "
-                 "(time unchanged); otherwise set me a reminder to {text} for {day1}, timed at that meeting."],
+        "train": [
+            "If it rains in {city} on {day1}, move my {day1} meeting with {name} to {day2} at the same "
+            "time; if it doesn't, remind me to {text} on {day1} at the time of that meeting.",
+            "Check the weather in {city} for {day1}. Rain: push my meeting with {name} that day to {day2}, "
+            "same time. No rain: set a reminder to {text} on {day1} at the meeting's time.",
+            "Should it rain in {city} on {day1}, my {day1} meeting with {name} moves to {day2} (same time); "
+            "otherwise add a reminder to {text} at that meeting's time on {day1}.",
+            "Depending on {day1}'s weather in {city}: if rain, shift my meeting with {name} from {day1} to "
+            "{day2} keeping the time; if dry, remind me to {text} on {day1} when the meeting starts.",
+        ],
+        "held_out": [
+            "Look up whether it will rain in {city} on {day1}. If so, reschedule my {day1} meeting with "
+            "{name} to {day2} at the same hour; if not, create a reminder to {text} for {day1} at the "
+            "start time of that meeting.",
+            "Rain in {city} on {day1} means my meeting with {name} that day goes to {day2}, same time; a "
+            "dry day means a reminder to {text} on {day1} at the meeting's start.",
+        ],
+        "test": [
+            "In case of rain in {city} on {day1}, bump my {day1} meeting with {name} to {day2} at an "
+            "identical time; with no rain, leave it and remind me to {text} on {day1} at the hour it begins.",
+            "Find out if {city} gets rain on {day1}: rain moves my meeting with {name} from {day1} to {day2} "
+            "(time unchanged); otherwise set me a reminder to {text} for {day1}, timed at that meeting.",
+        ],
     },
     "fanout": {
-        "train": ["Email everyone I'm meeting on {day1} with the subject '{subject}'.",
-                  "Send each person I have a meeting with on {day1} an email titled '{subject}'.",
-                  "Let all my {day1} attendees know by email; subject: {subject}.",
-                  'Everybody on my calendar for {day1} should get an email from me with the subject "{subject}".'],
-        "held_out": ["Write to every person I see on {day1}, one email each, subject '{subject}'.",
-                     'Each of my {day1} meetings: email the attendee with the subject "{subject}".'],
-        "test": ["Drop a line to all the people on my {day1} schedule, subject line '{subject}', one email per "
-                 "person.",
-                 "Notify whoever I'm meeting on {day1} by email (subject: {subject})."],
+        "train": [
+            "Email everyone I'm meeting on {day1} with the subject '{subject}'.",
+            "Send each person I have a meeting with on {day1} an email titled '{subject}'.",
+            "Let all my {day1} attendees know by email; subject: {subject}.",
+            'Everybody on my calendar for {day1} should get an email from me with the subject "{subject}".',
+        ],
+        "held_out": [
+            "Write to every person I see on {day1}, one email each, subject '{subject}'.",
+            'Each of my {day1} meetings: email the attendee with the subject "{subject}".',
+        ],
+        "test": [
+            "Drop a line to all the people on my {day1} schedule, subject line '{subject}', one email per "
+            "person.",
+            "Notify whoever I'm meeting on {day1} by email (subject: {subject}).",
+        ],
     },
     "lookup": {
-        "train": ["Am I free on {day1} at {time}? If so, book a meeting with {name} then.",
-                  "Check whether {day1} at {time} is open; if it is, schedule {name} for that slot.",
-                  "If nothing is on my calendar on {day1} at {time}, put a meeting with {name} there.",
-                  "Do I have anything on {day1} at {time}? If not, set up a meeting with {name} at that time."],
-        "held_out": ["Is {time} on {day1} still available? Book {name} in if it is, otherwise leave my calendar "
-                     "alone.",
-                     "See if my {day1} {time} slot is empty, and only then add a meeting with {name}."],
-        "test": ["Provided I have no meeting on {day1} at {time}, arrange one with {name} for then.",
-                 "Is my calendar clear on {day1} at {time}? If yes, get {name} in; if no, don't book anything."],
+        "train": [
+            "Am I free on {day1} at {time}? If so, book a meeting with {name} then.",
+            "Check whether {day1} at {time} is open; if it is, schedule {name} for that slot.",
+            "If nothing is on my calendar on {day1} at {time}, put a meeting with {name} there.",
+            "Do I have anything on {day1} at {time}? If not, set up a meeting with {name} at that time.",
+        ],
+        "held_out": [
+            "Is {time} on {day1} still available? Book {name} in if it is, otherwise leave my calendar "
+            "alone.",
+            "See if my {day1} {time} slot is empty, and only then add a meeting with {name}.",
+        ],
+        "test": [
+            "Provided I have no meeting on {day1} at {time}, arrange one with {name} for then.",
+            "Is my calendar clear on {day1} at {time}? If yes, get {name} in; if no, don't book anything.",
+        ],
     },
     "ambiguity": {
-        "train": ["Cancel my meeting with {name}. If I have more than one with {name}, cancel none and ask me.",
-                  "Please call off the meeting I have with {name} this week (if there are several, leave them "
-                  "and check with me).",
-                  "Take my meeting with {name} off the calendar; should two match, don't cancel anything.",
-                  "I no longer need to meet {name}: cancel that meeting, unless there's more than one."],
-        "held_out": ["Remove the meeting with {name} from my week, but only if there is exactly one.",
-                     "Scrap my appointment with {name}; when it's not clear which one I mean, touch nothing and "
-                     "ask."],
-        "test": ["Get rid of my meeting with {name}, please; if two turn up, keep both and ask me first.",
-                 "Drop the appointment I have with {name} (a single one: with several, leave the calendar as "
-                 "is)."],
+        "train": [
+            "Cancel my meeting with {name}. If I have more than one with {name}, cancel none and ask me.",
+            "Please call off the meeting I have with {name} this week (if there are several, leave them "
+            "and check with me).",
+            "Take my meeting with {name} off the calendar; should two match, don't cancel anything.",
+            "I no longer need to meet {name}: cancel that meeting, unless there's more than one.",
+        ],
+        "held_out": [
+            "Remove the meeting with {name} from my week, but only if there is exactly one.",
+            "Scrap my appointment with {name}; when it's not clear which one I mean, touch nothing and ask.",
+        ],
+        "test": [
+            "Get rid of my meeting with {name}, please; if two turn up, keep both and ask me first.",
+            "Drop the appointment I have with {name} (a single one: with several, leave the calendar as is).",
+        ],
     },
     "clear_day": {
-        "train": ["Clear my {day1}: cancel every meeting I have that day.",
-                  "I'm off on {day1}. Cancel each of my {day1} meetings.",
-                  "Free up my whole {day1} by cancelling all the meetings on it.",
-                  "Nothing should be left on {day1}; cancel those meetings one by one."],
-        "held_out": ["Wipe {day1} clean: every meeting that day has to be cancelled.",
-                     "Cancel all of my appointments on {day1}, and only those."],
-        "test": ["Empty out my {day1}; call off each meeting scheduled for it.",
-                 "{day1} is now a holiday for me, so cancel every meeting on that day."],
+        "train": [
+            "Clear my {day1}: cancel every meeting I have that day.",
+            "I'm off on {day1}. Cancel each of my {day1} meetings.",
+            "Free up my whole {day1} by cancelling all the meetings on it.",
+            "Nothing should be left on {day1}; cancel those meetings one by one.",
+        ],
+        "held_out": [
+            "Wipe {day1} clean: every meeting that day has to be cancelled.",
+            "Cancel all of my appointments on {day1}, and only those.",
+        ],
+        "test": [
+            "Empty out my {day1}; call off each meeting scheduled for it.",
+            "{day1} is now a holiday for me, so cancel every meeting on that day.",
+        ],
     },
     "recover": {
-        "train": ["Move my meeting with {name} from {day1} to {day2}, keeping the time.",
-                  "Please get my {day1} meeting with {name} onto {day2} instead, same time.",
-                  "Reschedule {name} from {day1} to {day2}; don't change the time.",
-                  "Shift the {day1} meeting with {name} to {day2} at the same time."],
-        "held_out": ["Have my {day1} meeting with {name} take place on {day2}, same hour.",
-                     "The {day1} session with {name} should move to {day2}; time as before."],
-        "test": ["Transfer my meeting with {name} from {day1} to {day2}, leaving its time as it is.",
-                 "Rebook {name}: from {day1} to {day2}, at the original time."],
+        "train": [
+            "Move my meeting with {name} from {day1} to {day2}, keeping the time.",
+            "Please get my {day1} meeting with {name} onto {day2} instead, same time.",
+            "Reschedule {name} from {day1} to {day2}; don't change the time.",
+            "Shift the {day1} meeting with {name} to {day2} at the same time.",
+        ],
+        "held_out": [
+            "Have my {day1} meeting with {name} take place on {day2}, same hour.",
+            "The {day1} session with {name} should move to {day2}; time as before.",
+        ],
+        "test": [
+            "Transfer my meeting with {name} from {day1} to {day2}, leaving its time as it is.",
+            "Rebook {name}: from {day1} to {day2}, at the original time.",
+        ],
     },
 }
 
@@ -183,15 +261,19 @@ def _typo(name: str) -> str:
     a recover task's failed call."""
     for i in range(1, len(name) - 2):
         if name[i] != name[i + 1] and name[i].isalpha() and name[i + 1].isalpha():
-            return name[:i] + name[i + 1] + name[i] + name[i + 2:]
+            return name[:i] + name[i + 1] + name[i] + name[i + 2 :]
     return name + name[-1]
 
 
-def _background(rng: random.Random, split: str, avoid_names: set[str], avoid_days: set[str], k: int) -> list[dict]:
+def _background(
+    rng: random.Random, split: str, avoid_names: set[str], avoid_days: set[str], k: int
+) -> list[dict]:
     """k other meetings: other people, other days, so they never change what the request means."""
     names = [n for n in NAMES[split] if n not in avoid_names]
     days = [d for d in WEEKDAYS if d not in avoid_days]
-    return [_ev(n, rng.choice(days), t) for n, t in zip(rng.sample(names, k), _times(rng, split, k), strict=True)]
+    return [
+        _ev(n, rng.choice(days), t) for n, t in zip(rng.sample(names, k), _times(rng, split, k), strict=True)
+    ]
 
 
 def _two_days(rng: random.Random) -> tuple[str, str]:
@@ -208,8 +290,9 @@ def _rain_pairs(split: str) -> dict[bool, list[tuple[str, str]]]:
     return out
 
 
-def _generate(rng: random.Random, kind: str, split: str, i: int) -> tuple[dict[str, Any], list[dict], list[ToolCall],
-                                                                           ToolCall | None, str, dict[str, Any]]:
+def _generate(
+    rng: random.Random, kind: str, split: str, i: int
+) -> tuple[dict[str, Any], list[dict], list[ToolCall], ToolCall | None, str, dict[str, Any]]:
     """(slots, initial events, the intended calls, a failed call already taken or None, expected tool, its args)."""
     branch = i % 2  # the branched kinds alternate: exactly half of each
     if kind in ("reschedule", "recover"):
@@ -218,14 +301,21 @@ def _generate(rng: random.Random, kind: str, split: str, i: int) -> tuple[dict[s
         (t,) = _times(rng, split, 1)
         events = [_ev(name, d1, t)]
         if rng.random() < 0.3:  # the same person on a third day: the day named is what picks the meeting
-            events.append(_ev(name, rng.choice([d for d in WEEKDAYS if d not in (d1, d2)]), _times(rng, split, 1)[0]))
+            events.append(
+                _ev(name, rng.choice([d for d in WEEKDAYS if d not in (d1, d2)]), _times(rng, split, 1)[0])
+            )
         events += _background(rng, split, {name}, set(), rng.randint(1, 3))
-        calls = [_call("calendar.cancel_event", attendee=name, day=d1),
-                 _call("calendar.create_event", attendee=name, day=d2, time=t)]
+        calls = [
+            _call("calendar.cancel_event", attendee=name, day=d1),
+            _call("calendar.create_event", attendee=name, day=d2, time=t),
+        ]
         prior = None
         if kind == "recover":  # an unknown (misspelt) attendee, or a day the tool does not take
-            prior = (_call("calendar.cancel_event", attendee=_typo(name), day=d1) if branch == 0
-                     else _call("calendar.list_events", day=d1[:3].lower() + "."))
+            prior = (
+                _call("calendar.cancel_event", attendee=_typo(name), day=d1)
+                if branch == 0
+                else _call("calendar.list_events", day=d1[:3].lower() + ".")
+            )
         slots = {"name": name, "day1": d1, "day2": d2}
         return slots, events, calls, prior, "calendar.create_event", {"attendee": name, "day": d2, "time": t}
     if kind == "conditional":
@@ -236,9 +326,15 @@ def _generate(rng: random.Random, kind: str, split: str, i: int) -> tuple[dict[s
         (t,) = _times(rng, split, 1)
         events = [_ev(name, d1, t), *_background(rng, split, {name}, set(), rng.randint(1, 3))]
         look = _call("weather.get", city=city, day=d1)
-        calls = [look, _call("calendar.cancel_event", attendee=name, day=d1),
-                 _call("calendar.create_event", attendee=name, day=d2, time=t)] if rain else [
-                 look, _call("reminders.create", text=text, day=d1, time=t)]
+        calls = (
+            [
+                look,
+                _call("calendar.cancel_event", attendee=name, day=d1),
+                _call("calendar.create_event", attendee=name, day=d2, time=t),
+            ]
+            if rain
+            else [look, _call("reminders.create", text=text, day=d1, time=t)]
+        )
         slots = {"name": name, "day1": d1, "day2": d2, "city": city, "text": text}
         return slots, events, calls, None, "weather.get", {"city": city, "day": d1}
     if kind == "fanout":
@@ -250,7 +346,9 @@ def _generate(rng: random.Random, kind: str, split: str, i: int) -> tuple[dict[s
         # other days' meetings, some with the same people: only the day decides who gets an email
         events += _background(rng, split, set(), {d1}, rng.randint(1, 3))
         rng.shuffle(events)
-        calls = [_call("calendar.list_events", day=d1)] + [_call("email.send", to=n, subject=subject) for n in people]
+        calls = [_call("calendar.list_events", day=d1)] + [
+            _call("email.send", to=n, subject=subject) for n in people
+        ]
         slots = {"day1": d1, "subject": subject}
         return slots, events, calls, None, "email.send", {"to": people[0], "subject": subject}
     if kind == "lookup":
@@ -260,8 +358,10 @@ def _generate(rng: random.Random, kind: str, split: str, i: int) -> tuple[dict[s
         t, t_other, t_else = _times(rng, split, 3)
         other = rng.choice([n for n in NAMES[split] if n != name])
         # a meeting that day at another time, and one at that time on another day: neither makes it busy
-        events = [_ev(other, d1, t if not free else t_other),
-                  _ev(rng.choice(NAMES[split]), rng.choice([d for d in WEEKDAYS if d != d1]), t)]
+        events = [
+            _ev(other, d1, t if not free else t_other),
+            _ev(rng.choice(NAMES[split]), rng.choice([d for d in WEEKDAYS if d != d1]), t),
+        ]
         if rng.random() < 0.5:
             events.append(_ev(rng.choice([n for n in NAMES[split] if n != other]), d1, t_else))
         rng.shuffle(events)
@@ -285,8 +385,9 @@ def _generate(rng: random.Random, kind: str, split: str, i: int) -> tuple[dict[s
         events = [_ev(n, d1, t) for n, t in zip(people, _times(rng, split, k), strict=True)]
         events += _background(rng, split, set(people), {d1}, rng.randint(1, 3))
         rng.shuffle(events)
-        calls = [_call("calendar.list_events", day=d1)] + [_call("calendar.cancel_event", attendee=n, day=d1)
-                                                            for n in people]
+        calls = [_call("calendar.list_events", day=d1)] + [
+            _call("calendar.cancel_event", attendee=n, day=d1) for n in people
+        ]
         return {"day1": d1}, events, calls, None, "calendar.cancel_event", {"attendee": people[0], "day": d1}
     raise ValueError(f"unknown kind {kind!r}; kinds: {', '.join(KINDS)}")
 
@@ -324,17 +425,32 @@ def generate(split: str) -> list[tuple[Task, dict[str, Any]]]:
                 continue
             seen.add(key)
             messages = None
-            if prior is not None:  # the turn already taken, in the JSON harness's form, and the world's own error
+            if (
+                prior is not None
+            ):  # the turn already taken, in the JSON harness's form, and the world's own error
                 obs = World(initial, MULTI_TURN_TOOLS).call(prior)
                 if obs["ok"]:
-                    raise AssertionError(f"a recover task's prior call succeeded: {prior}")  # pragma: no cover
-                messages = [{"role": "user", "content": prompt},
-                            {"role": "assistant", "content": json.dumps({"tool": prior.name, "args": prior.args})},
-                            {"role": "tool", "content": json.dumps({"tool": prior.name, **obs})}]
-            task = Task(id=f"{DATASET}:{split}:{kind}:{i:03d}", prompt=prompt, expected_tool=tool, expected_args=args,
-                        tools=MULTI_TURN_TOOLS, split=split, dataset=DATASET, initial_state=initial,
-                        expected_state=_replay(events, calls), messages=messages,
-                        template=f"{DATASET}:{kind}:{split}:{pick}")
+                    raise AssertionError(
+                        f"a recover task's prior call succeeded: {prior}"
+                    )  # pragma: no cover
+                messages = [
+                    {"role": "user", "content": prompt},
+                    {"role": "assistant", "content": json.dumps({"tool": prior.name, "args": prior.args})},
+                    {"role": "tool", "content": json.dumps({"tool": prior.name, **obs})},
+                ]
+            task = Task(
+                id=f"{DATASET}:{split}:{kind}:{i:03d}",
+                prompt=prompt,
+                expected_tool=tool,
+                expected_args=args,
+                tools=MULTI_TURN_TOOLS,
+                split=split,
+                dataset=DATASET,
+                initial_state=initial,
+                expected_state=_replay(events, calls),
+                messages=messages,
+                template=f"{DATASET}:{kind}:{split}:{pick}",
+            )
             slots.update(kind=kind, branch=i % 2 if kind in BRANCHED else 0, calls=len(calls))
             out.append((task, slots))
             i += 1
@@ -357,6 +473,17 @@ def task_kind(task: Any) -> str | None:
 
 def content_hash(tasks: list[Task]) -> str:
     """sha256 of everything that defines the tasks (what a frozen split's test pins)."""
-    rows = [(t.id, t.prompt, t.expected_tool, t.expected_args, t.initial_state, t.expected_state, t.messages,
-             t.template) for t in tasks]
+    rows = [
+        (
+            t.id,
+            t.prompt,
+            t.expected_tool,
+            t.expected_args,
+            t.initial_state,
+            t.expected_state,
+            t.messages,
+            t.template,
+        )
+        for t in tasks
+    ]
     return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()

@@ -15,8 +15,12 @@ from workbench.types import Task
 DATASET = "calendar_calls"
 
 _NO_CALL: dict[str, list[str]] = {
-    "train": ["Thanks, that's all for today!", "What can you help me with?", "Delete every event in my calendar.",
-              "Email every single contact I have that the office is closed."],
+    "train": [
+        "Thanks, that's all for today!",
+        "What can you help me with?",
+        "Delete every event in my calendar.",
+        "Email every single contact I have that the office is closed.",
+    ],
     "held_out": ["Great, you've been very helpful.", "Wipe my whole calendar clean, all of it."],
 }
 
@@ -27,14 +31,23 @@ def _weather(city: str, day: str) -> dict[str, Any]:
 
 _PARALLEL: dict[str, list[tuple[str, list[dict[str, Any]]]]] = {
     "train": [
-        ("What's the weather in Paris and in Tokyo on Friday?", [_weather("Paris", "Friday"), _weather("Tokyo", "Friday")]),
-        ("Email Sam and Alex, both with the subject \"Lunch plans\".",
-         [{"name": "email.send", "arguments": {"to": "Sam", "subject": "Lunch plans"}},
-          {"name": "email.send", "arguments": {"to": "Alex", "subject": "Lunch plans"}}]),
+        (
+            "What's the weather in Paris and in Tokyo on Friday?",
+            [_weather("Paris", "Friday"), _weather("Tokyo", "Friday")],
+        ),
+        (
+            'Email Sam and Alex, both with the subject "Lunch plans".',
+            [
+                {"name": "email.send", "arguments": {"to": "Sam", "subject": "Lunch plans"}},
+                {"name": "email.send", "arguments": {"to": "Alex", "subject": "Lunch plans"}},
+            ],
+        ),
     ],
     "held_out": [
-        ("Check the weather for Oslo on Monday and for Lima on Tuesday.",
-         [_weather("Oslo", "Monday"), _weather("Lima", "Tuesday")]),
+        (
+            "Check the weather for Oslo on Monday and for Lima on Tuesday.",
+            [_weather("Oslo", "Monday"), _weather("Lima", "Tuesday")],
+        ),
     ],
 }
 
@@ -48,6 +61,15 @@ def builtin_call_tasks(split: str | None = None) -> list[Task]:
         for i, prompt in enumerate(_NO_CALL[sp]):
             tasks.append(Task(f"{DATASET}:{sp}:none{i}", prompt, None, {}, split=sp, dataset=DATASET))
         for i, (prompt, calls) in enumerate(_PARALLEL[sp]):
-            tasks.append(Task(f"{DATASET}:{sp}:par{i}", prompt, calls[0]["name"], dict(calls[0]["arguments"]),
-                              split=sp, dataset=DATASET, expected_calls=calls))
+            tasks.append(
+                Task(
+                    f"{DATASET}:{sp}:par{i}",
+                    prompt,
+                    calls[0]["name"],
+                    dict(calls[0]["arguments"]),
+                    split=sp,
+                    dataset=DATASET,
+                    expected_calls=calls,
+                )
+            )
     return tasks

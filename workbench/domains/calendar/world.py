@@ -41,7 +41,12 @@ def weather_for(city: str, day: str) -> dict[str, Any]:
     """Deterministic forecast from a hash of (city, day): same answer on every machine and run."""
     h = hashlib.sha256(f"{city.strip().casefold()}|{day.casefold()}".encode()).digest()
     conditions = ["sunny", "cloudy", "rain", "windy", "snow", "partly cloudy"]
-    return {"city": city.strip(), "day": day, "condition": conditions[h[0] % len(conditions)], "high_c": 5 + h[1] % 25}
+    return {
+        "city": city.strip(),
+        "day": day,
+        "condition": conditions[h[0] % len(conditions)],
+        "high_c": 5 + h[1] % 25,
+    }
 
 
 def _day(value: str) -> str:
@@ -97,9 +102,13 @@ class World:
             impl = _IMPLS.get(call.name)
             try:
                 result = impl(self, args) if impl else {"status": "done (simulated)"}
-            except KeyError as e:  # a task's own spec under a built-in name, without an argument the simulation reads
-                raise ToolError(f"the simulated {call.name} needs the argument {e.args[0]!r}, which this task's "
-                                "spec does not define") from None
+            except (
+                KeyError
+            ) as e:  # a task's own spec under a built-in name, without an argument the simulation reads
+                raise ToolError(
+                    f"the simulated {call.name} needs the argument {e.args[0]!r}, which this task's "
+                    "spec does not define"
+                ) from None
             return {"ok": True, "result": result}
         except ToolError as e:
             self.errors.append(str(e))
