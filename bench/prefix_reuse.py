@@ -95,19 +95,23 @@ def main() -> None:
     earlier = builtin_tasks("held_out")[args.eval : 2 * args.eval]  # an earlier eval batch, same version
     prompts = [first_prompt(tok, env.start(t)) for t in train]
     eval_prompts = [first_prompt(tok, env.start(t)) for t in held]
-    print(f"prompt tokens: train {[len(p) for p in prompts]}, common prefix {common_prefix_len(prompts)}; "
-          f"eval mean {sum(map(len, eval_prompts)) / len(eval_prompts):.0f}, "
-          f"common {common_prefix_len(eval_prompts)}")
+    print(
+        f"prompt tokens: train {[len(p) for p in prompts]}, common prefix {common_prefix_len(prompts)}; "
+        f"eval mean {sum(map(len, eval_prompts)) / len(eval_prompts):.0f}, "
+        f"common {common_prefix_len(eval_prompts)}"
+    )
     engine = HFEngine(policy)
     stops = policy.eos_token_ids
 
     def rollout() -> list:
-        return run_rollouts(engine, tok, env, train, args.g, Sampling(args.tokens, 1.0, 1.0),
-                            stop_token_ids=stops, seed=0)
+        return run_rollouts(
+            engine, tok, env, train, args.g, Sampling(args.tokens, 1.0, 1.0), stop_token_ids=stops, seed=0
+        )
 
     def evaluate(tasks: list = held) -> list:
-        return run_rollouts(engine, tok, env, tasks, 1, Sampling(args.tokens, 0.0, 1.0), stop_token_ids=stops,
-                            seed=0)
+        return run_rollouts(
+            engine, tok, env, tasks, 1, Sampling(args.tokens, 0.0, 1.0), stop_token_ids=stops, seed=0
+        )
 
     groups = None
     if "rollout" not in skip:
@@ -138,13 +142,22 @@ def main() -> None:
             os.environ[PREFIX_REUSE_ENV] = "on"
             groups = rollout()
         rng = random.Random(0)
-        items = [(s.prompt_ids, s.completion.token_ids, rng.choice([-1.0, 1.0]), s.completion.logprobs, 1.0)
-                 for g in groups for r in g for s in r.segments if s.completion.token_ids]
+        items = [
+            (s.prompt_ids, s.completion.token_ids, rng.choice([-1.0, 1.0]), s.completion.logprobs, 1.0)
+            for g in groups
+            for r in g
+            for s in r.segments
+            if s.completion.token_ids
+        ]
         rows = []
         for mode in ("call", "on"):
             opt = torch.optim.AdamW(policy.trainable_parameters(), lr=0.0)
-            wall, cpu, out = timed(mode, lambda opt=opt: policy_update(
-                policy, opt, Config(), items, len(items), temperature=1.0, lr=0.0, micro_batch=16))
+            wall, cpu, out = timed(
+                mode,
+                lambda opt=opt: policy_update(
+                    policy, opt, Config(), items, len(items), temperature=1.0, lr=0.0, micro_batch=16
+                ),
+            )
             rows.append((mode, wall, cpu))
             print(f"update {mode}: loss {out['loss']:.6f}, grad norm {out['grad_norm']:.6f}")
         tokens = sum(len(it[1]) for it in items)
@@ -155,8 +168,9 @@ def main() -> None:
         rows = []
         for mode in ("off", "on"):
             opt = torch.optim.AdamW(policy.trainable_parameters(), lr=0.0)
-            wall, cpu, loss = timed(mode, lambda opt=opt: sft_step(policy, opt, examples,
-                                                                   rows_fn=native_sft_rows))
+            wall, cpu, loss = timed(
+                mode, lambda opt=opt: sft_step(policy, opt, examples, rows_fn=native_sft_rows)
+            )
             rows.append((mode, wall, cpu))
             print(f"sft {mode}: loss {loss:.6f}")
         report("sft", rows, "off")
