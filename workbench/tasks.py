@@ -111,8 +111,8 @@ def _unencodable(obj: dict[str, Any]) -> list[tuple[str, str]]:
     `\\u` escapes allow a lone surrogate (`\\ud800`) that UTF-8 cannot encode, and the tokenizer would crash
     the run at its start on it (UnicodeEncodeError). Iterative: a line nested deeply must not overflow here."""
     found: list[tuple[str, str]] = []
-    # a top-level key with a surrogate is an unknown field (reported there); named in ASCII so the message prints
-    stack = [(k if _surrogate_at(k) is None else ascii(k), v) for k, v in reversed(obj.items())]
+    # Known fields only: an unknown one (a key with a surrogate included) is reported as unknown, once
+    stack = [(k, v) for k, v in reversed(obj.items()) if k in TASK_FIELDS]
     while stack:
         where, value = stack.pop()
         if isinstance(value, dict):

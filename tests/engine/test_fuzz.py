@@ -152,7 +152,10 @@ def check_tasks(tasks: list[Task]) -> None:
     """What the loader accepts has the types the engine reads, and the harness can show it to a model."""
     for t in tasks:
         assert isinstance(t.id, str) and t.id and isinstance(t.prompt, str) and t.prompt.strip()
-        assert isinstance(t.expected_tool, str) and isinstance(t.expected_args, dict)
+        # expected_tool null is a no-call task (the right answer is no call): the loader keeps it as None
+        assert (t.expected_tool is None or isinstance(t.expected_tool, str)) and isinstance(
+            t.expected_args, dict
+        )
         assert isinstance(t.split, str) and isinstance(t.dataset, str)
         assert t.tools is None or all(isinstance(s, dict) and isinstance(s["name"], str) for s in t.tools)
         Harness().messages(t)
