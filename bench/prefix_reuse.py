@@ -17,8 +17,10 @@ mode (workbench.rollout.prefix_kv.prefix_reuse):
 - SFT: one `sft_step` on `sft` examples (native rows, lr 0): "off" (packed rows: every example runs its whole
   prompt) vs "on" (the prefix once for the batch; "call" is the same for SFT, one forward per step).
 
-Printed: wall and CPU (`time.process_time`, both cores' work) seconds per mode, the on/other ratios, and the
-load average before and after (the box is shared).
+Each comparison runs `reps` rounds, the order reversed every other round. Printed per mode: the fastest
+wall and CPU (`time.process_time`, both cores' work) seconds, every wall time, the tokens forwarded outside
+decoding (a hook's count: the work the reuse saves, unmoved by the box's load), the ratios of the fastest
+times; whether the modes produced the same tokens / losses; the load average before and after.
 """
 
 from __future__ import annotations
@@ -51,12 +53,32 @@ from workbench.rollout.turn_tokens import first_prompt  # noqa: E402
 MODEL = "qwen2.5-coder-0.5b"
 
 
-def timed(mode: str, fn: Callable[[], object]) -> tuple[float, float, object]:
-    """(wall s, CPU s, result) of `fn()` with the prefix reuse set to `mode`."""
+class Forwarded:
+    """Tokens through the model outside decoding (every forward of more than one token a row: prefixes,
+    prompt suffixes, the training passes), counted by a hook: what the reuse saves, free of the box's load."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.tokens = 0
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        base.register_forward_pre_hook(self._count, with_kwargs=True)
+
+    def _count(self, module: object, args: tuple, kwargs: dict) -> None:
+        ids = kwargs.get("input_ids")
+        if ids is not None and ids.shape[-1] > 1:
+            self.tokens += ids.numel()
+
+
+FORWARDED: Forwarded | None = None
+
+
+def timed(mode: str, fn: Callable[[], object]) -> tuple[float, float, int, object]:
+    """(wall s, CPU s, tokens forwarded, result) of `fn()` with the prefix reuse set to `mode`."""
+    assert FORWARDED is not None
     os.environ[PREFIX_REUSE_ENV] = mode
+    before = FORWARDED.tokens
     wall, cpu = time.perf_counter(), time.process_time()
     out = fn()
-    return time.perf_counter() - wall, time.process_time() - cpu, out
+    return time.perf_counter() - wall, time.process_time() - cpu, FORWARDED.tokens - before, out
 
 
 def tokens_of(groups: list) -> list[list[int]]:
@@ -70,11 +92,36 @@ def same(section: str, outputs: list[list[list[int]]]) -> None:
     print(f"{section}: {len(outputs[0]) - differ} of {len(outputs[0])} completions identical across modes")
 
 
-def report(section: str, rows: list[tuple[str, float, float]], base: str) -> None:
-    ref = next((w, c) for m, w, c in rows if m == base)
-    for mode, wall, cpu in rows:
-        ratio = "" if mode == base else f"  on/{base}: wall {wall / ref[0]:.2f}, CPU {cpu / ref[1]:.2f}"
-        print(f"{section:8s} {mode:8s} wall {wall:7.1f} s  CPU {cpu:7.1f} s{ratio}", flush=True)
+def compare(
+    section: str, cases: list[tuple[str, str, Callable[[], object]]], base: str, reps: int
+) -> dict[str, list[object]]:
+    """Time each (label, mode, fn) `reps` times, the order reversed every other round; print each label's
+    fastest wall and CPU time (the run least disturbed by the other jobs on the box), every wall time, the
+    tokens forwarded, and the ratios of the fastest times to `base`'s. Returns the results per label."""
+    runs: dict[str, list[tuple[float, float, int]]] = {label: [] for label, _, _ in cases}
+    results: dict[str, list[object]] = {label: [] for label, _, _ in cases}
+    for rep in range(reps):
+        for label, mode, fn in cases if rep % 2 == 0 else cases[::-1]:
+            wall, cpu, tokens, out = timed(mode, fn)
+            runs[label].append((wall, cpu, tokens))
+            results[label].append(out)
+    best = {label: (min(r[0] for r in rs), min(r[1] for r in rs)) for label, rs in runs.items()}
+    for label, rs in runs.items():
+        walls = ", ".join(f"{r[0]:.1f}" for r in rs)
+        ratio = (
+            ""
+            if label == base
+            else (
+                f"  /{base}: wall {best[label][0] / best[base][0]:.2f}, "
+                f"CPU {best[label][1] / best[base][1]:.2f}"
+            )
+        )
+        print(
+            f"{section:8s} {label:8s} wall {best[label][0]:7.1f} s ({walls})  CPU {best[label][1]:7.1f} s  "
+            f"forwarded {sorted({r[2] for r in rs})}{ratio}",
+            flush=True,
+        )
+    return results
 
 
 def main() -> None:
@@ -84,11 +131,14 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--eval", type=int, default=16)
     ap.add_argument("--sft", type=int, default=4)
+    ap.add_argument("--reps", type=int, default=2, help="rounds of each comparison (medians reported)")
     ap.add_argument("--skip", default="", help="comma-separated sections to skip: rollout,eval,update,sft")
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     print(f"load average before: {os.getloadavg()}; torch threads {torch.get_num_threads()}", flush=True)
+    global FORWARDED
     policy = load_policy(MODEL, seed=0)
+    FORWARDED = Forwarded(policy.model)
     tok = policy.tokenizer
     env = env_for_config(config_from_dict({"model": MODEL, "tool_format": "native"}), tok)
     train, held = builtin_tasks("train")[: args.prompts], builtin_tasks("held_out")[: args.eval]
@@ -115,28 +165,26 @@ def main() -> None:
 
     groups = None
     if "rollout" not in skip:
-        rows, outputs = [], []
-        for mode, label in (("call", "call"), ("on", "on cold"), ("on", "on warm")):
-            if label != "on warm":
-                engine.update_weights(policy)  # a new policy version: nothing kept
-            wall, cpu, groups = timed(mode, rollout)
-            rows.append((label, wall, cpu))
-            outputs.append(tokens_of(groups))
+
+        def fresh_rollout() -> list:
+            engine.update_weights(policy)  # a new policy version: nothing kept
+            return rollout()
+
+        # "on warm" finds the last "on" call's prefix kept: the cold one's (round 1), its own (round 2)
+        cold_warm = [("on cold", "on", fresh_rollout), ("on warm", "on", rollout)]
+        out = compare("rollout", [("call", "call", fresh_rollout), *cold_warm], "call", args.reps)
+        outputs = [tokens_of(g) for runs in out.values() for g in runs]
+        groups = out["call"][0]
         print(f"rollout: {len(outputs[0])} completions, {sum(map(len, outputs[0]))} new tokens")
         same("rollout", outputs)
-        report("rollout", rows, "call")
     if "eval" not in skip:
         engine.update_weights(policy)
         os.environ[PREFIX_REUSE_ENV] = "on"
         evaluate(earlier)  # untimed: it leaves the harness's keys/values kept, as an earlier batch does
-        rows, outputs = [], []
-        for mode in ("call", "on"):
-            wall, cpu, out = timed(mode, evaluate)
-            rows.append((mode if mode == "call" else "on warm", wall, cpu))
-            outputs.append(tokens_of(out))
+        out = compare("eval", [("call", "call", evaluate), ("on warm", "on", evaluate)], "call", args.reps)
+        outputs = [tokens_of(g) for runs in out.values() for g in runs]
         print(f"eval: {len(outputs[0])} completions, {sum(map(len, outputs[0]))} new tokens")
         same("eval", outputs)
-        report("eval", rows, "call")
     if "update" not in skip:
         if groups is None:
             os.environ[PREFIX_REUSE_ENV] = "on"
@@ -149,31 +197,31 @@ def main() -> None:
             for s in r.segments
             if s.completion.token_ids
         ]
-        rows = []
-        for mode in ("call", "on"):
+
+        def update() -> dict[str, float]:
             opt = torch.optim.AdamW(policy.trainable_parameters(), lr=0.0)
-            wall, cpu, out = timed(
-                mode,
-                lambda opt=opt: policy_update(
-                    policy, opt, Config(), items, len(items), temperature=1.0, lr=0.0, micro_batch=16
-                ),
+            return policy_update(
+                policy, opt, Config(), items, len(items), temperature=1.0, lr=0.0, micro_batch=16
             )
-            rows.append((mode, wall, cpu))
-            print(f"update {mode}: loss {out['loss']:.6f}, grad norm {out['grad_norm']:.6f}")
+
         tokens = sum(len(it[1]) for it in items)
         print(f"update: {len(items)} rows, {tokens} completion tokens, micro-batch 16")
-        report("update", rows, "call")
+        out = compare("update", [("call", "call", update), ("on", "on", update)], "call", args.reps)
+        for label, runs in out.items():
+            print(
+                f"update {label}: loss {[round(r['loss'], 6) for r in runs]}, "
+                f"grad norm {[round(r['grad_norm'], 6) for r in runs]}"
+            )
     if "sft" not in skip:
         examples = env_sft_examples(env, builtin_tasks("train")[100 : 100 + args.sft])
-        rows = []
-        for mode in ("off", "on"):
+
+        def sft() -> float:
             opt = torch.optim.AdamW(policy.trainable_parameters(), lr=0.0)
-            wall, cpu, loss = timed(
-                mode, lambda opt=opt: sft_step(policy, opt, examples, rows_fn=native_sft_rows)
-            )
-            rows.append((mode, wall, cpu))
-            print(f"sft {mode}: loss {loss:.6f}")
-        report("sft", rows, "off")
+            return sft_step(policy, opt, examples, rows_fn=native_sft_rows)
+
+        out = compare("sft", [("off", "off", sft), ("on", "on", sft)], "off", args.reps)
+        for label, runs in out.items():
+            print(f"sft {label}: loss {[round(r, 6) for r in runs]}")
     print(f"load average after: {os.getloadavg()}", flush=True)
 
 
