@@ -7,7 +7,8 @@ batch as they end, so a group where most replies stop early does not pay for the
 
 The prompts' common prefix (the system prompt with the tools) is prefilled once per call and its keys/values
 are kept for the next call of the same policy version (workbench.rollout.prefix_kv): a later eval batch or
-turn prefills only what it does not share.
+turn prefills only what it does not share. Told that its episodes go on (`keep_kv`), it also keeps each row's
+own keys/values for the episode's next turn (workbench.rollout.episode_kv).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import torch
 
 from workbench.rollout.base import check_generate_args
+from workbench.rollout.episode_kv import EpisodeKV, Kept, Layers
 from workbench.rollout.kv_cache import growing_cache
 from workbench.rollout.prefix_kv import PrefixKV, prefix_reuse
 from workbench.rollout.prompt import common_prefix_len
@@ -123,12 +125,15 @@ class HFEngine:
     that trains (adapter "full") is used as is.
     """
 
+    keeps_kv = True  # `generate(..., keep_kv=True)` keeps the episodes' keys/values for their next turn
+
     def __init__(self, policy: Any, *, max_batch_size: int = 64, onednn_head: bool = True) -> None:
         self.policy = policy
         self.max_batch_size = max_batch_size
         self.onednn_head = onednn_head
         self._packed: OneDNNHead | None = None
         self.prefix_kv = PrefixKV()  # the common prefix's keys/values for this policy version
+        self.episode_kv = EpisodeKV()  # each going-on episode's own keys/values (keep_kv calls)
 
     def _fast_head(self, model: Any, device: torch.device) -> tuple[Any, torch.nn.Module] | None:
         """(owner, the original head) after swapping in the packed head, or None where it does not apply."""
@@ -155,6 +160,11 @@ class HFEngine:
     def update_weights(self, policy: Any) -> None:
         self.policy = policy  # same model object: it already samples from the current weights
         self.prefix_kv.clear()  # but the cached prefix's keys/values were the old weights'
+        self.episode_kv.forget()
+
+    def forget_kv(self) -> None:
+        """The rollout is over: drop the episodes' kept keys/values."""
+        self.episode_kv.forget()
 
     def _prefix_cache(
         self, model: Any, prefix: list[int], device: torch.device, cache_kw: str, keep: bool
@@ -177,6 +187,69 @@ class HFEngine:
             return prefill(prefix, 0, growing_cache())
         return self.prefix_kv.cache_for(model, prefix, prefill)
 
+    def _known_cache(
+        self,
+        model: Any,
+        prompts: list[list[int]],
+        kept: list[Kept | None],
+        device: torch.device,
+        cache_kw: str,
+        reuse: str,
+    ) -> tuple[Any, list[int], list[tuple[int, Layers | None]]]:
+        """The cache (one row a prompt) of what is already known of each prompt, how many of its tokens that
+        is, and where each row's keys/values begin to be its own (start, the shared prefix before it) for
+        keeping. Known: a kept episode's conversation where `kept` has one, else the prompts' common prefix
+        (one harness for every prompt: prefilled once, or taken from `prefix_kv`, and repeated per row). Kept
+        across calls ("on"), a lone prompt's own prefix is worth splitting off too: the next call starts
+        there. Each row keeps at least one token of its own to prefill. None and zeros when nothing is known."""
+        lens = [len(p) for p in prompts]
+        known = [0] * len(prompts)
+        origins: list[tuple[int, Layers | None]] = [(0, None)] * len(prompts)
+        prefix = None
+        if not all(kept):
+            shared = min(common_prefix_len(prompts), min(lens) - 1)
+            if shared >= MIN_SHARED_PREFIX and ((len(prompts) > 1 and reuse != "off") or reuse == "on"):
+                prefix = self._prefix_cache(model, prompts[0][:shared], device, cache_kw, reuse == "on")
+                # the batch-1 keys/values, referenced by the rows kept (the cache's next writes go to the
+                # per-row copies made below, never to these)
+                shared_layers = [(layer.keys, layer.values) for layer in prefix.layers]
+                for r, k in enumerate(kept):
+                    if k is None:
+                        known[r], origins[r] = shared, (shared, shared_layers)
+        for r, k in enumerate(kept):
+            if k is not None:
+                known[r], origins[r] = len(k.tokens), (k.start, k.prefix)
+        if not any(kept):
+            if prefix is not None:
+                prefix.batch_repeat_interleave(len(prompts))
+            return prefix, known, origins
+        return self._assemble(kept, prefix, known), known, origins
+
+    @staticmethod
+    def _assemble(kept: list[Kept | None], prefix: Any, known: list[int]) -> Any:
+        """A growing cache of one row a prompt, each row's known keys/values right-aligned (left pads)."""
+        columns = max(known)
+        cache = growing_cache()
+        some = next(k for k in kept if k is not None)
+        for i in range(len(some.own)):
+            like = some.own[i][0]
+            heads, dim = like.shape[0], like.shape[-1]
+            keys = like.new_zeros((len(kept), heads, columns, dim))
+            values = like.new_zeros((len(kept), heads, columns, some.own[i][1].shape[-1]))
+            for r, k in enumerate(kept):
+                at = columns - known[r]
+                if k is None:
+                    if known[r]:
+                        keys[r, :, at:] = prefix.layers[i].keys[0]
+                        values[r, :, at:] = prefix.layers[i].values[0]
+                    continue
+                for piece_k, piece_v in zip(*k.layer(i), strict=True):
+                    keys[r, :, at : at + piece_k.shape[1]] = piece_k
+                    values[r, :, at : at + piece_v.shape[1]] = piece_v
+                    at += piece_k.shape[1]
+            cache.update(keys, values, i)
+        return cache
+
     def close(self) -> None:
         pass
 
@@ -191,10 +264,12 @@ class HFEngine:
         stop_token_ids: list[int] | None = None,
         seed: int | None = None,
         on_tokens: Callable[[int], None] | None = None,
+        keep_kv: bool = False,
     ) -> list[list[Completion]]:
         """See `RolloutEngine.generate`. Deterministic for a given seed (and batch composition).
         `on_tokens(decode_steps_so_far)` is called every `DECODE_EVERY` decode steps: a safe point (it may
-        block, or raise to abandon the call)."""
+        block, or raise to abandon the call). `keep_kv`: the episodes go on, keep each row's keys/values for
+        its next turn (with the prefix reuse "on"; `forget_kv` when the rollout ends)."""
         check_generate_args(prompts, n)
         model = self.policy.model
         stops = list(stop_token_ids) if stop_token_ids is not None else list(self.policy.eos_token_ids)
@@ -225,6 +300,7 @@ class HFEngine:
                         device,
                         t0,
                         on_tokens,
+                        keep_kv,
                     )
         finally:
             if swapped is not None:
@@ -245,31 +321,33 @@ class HFEngine:
         device: torch.device,
         t0: float,
         on_tokens: Callable[[int], None] | None = None,
+        keep_kv: bool = False,
     ) -> list[list[Completion]]:
         params = base_forward_params(model)
         cache_kw = "cache" if "cache" in params else "past_key_values"  # transformers >= 5.2x renamed it
         pad_id = self.policy.tokenizer.pad_token_id or 0
         lens = torch.tensor([len(p) for p in prompts], device=device)
-        shared = min(common_prefix_len(prompts), int(lens.min()) - 1)  # each row keeps >= 1 own token
         reuse = prefix_reuse()
-        cache = None
-        # One harness for every prompt: prefill the common prefix once and repeat its cache per row. Kept
-        # across calls ("on"), a lone prompt's own prefix is worth splitting off too: the next call starts
-        # there.
-        if shared >= MIN_SHARED_PREFIX and ((len(prompts) > 1 and reuse != "off") or reuse == "on"):
-            cache = self._prefix_cache(model, prompts[0][:shared], device, cache_kw, reuse == "on")
-            cache.batch_repeat_interleave(len(prompts))
-        rests = [p[shared:] for p in prompts] if cache is not None else prompts
+        keep_kv = keep_kv and reuse == "on"
+        if keep_kv:
+            self.episode_kv.check(model)
+        kept = [self.episode_kv.take(p) if keep_kv else None for p in prompts]
+        cache, known, origins = self._known_cache(model, prompts, kept, device, cache_kw, reuse)
+        rests = [p[k:] for p, k in zip(prompts, known, strict=True)]
         width = max(len(r) for r in rests)
         input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long, device=device)
         attn = torch.zeros((len(prompts), width), dtype=torch.long, device=device)
         for r, p in enumerate(rests):  # left padding: every prompt ends at the last column
             input_ids[r, width - len(p) :] = torch.tensor(p, device=device)
             attn[r, width - len(p) :] = 1
-        offset = shared if cache is not None else 0
+        offset = torch.tensor(known, device=device)[:, None]
         positions = offset + (attn.cumsum(-1) - 1).clamp(min=0)
-        if cache is not None:  # the prefix's columns come first in the mask: [prefix | pads | rest]
-            attn = torch.cat([attn.new_ones((len(prompts), shared)), attn], dim=-1)
+        if (
+            cache is not None
+        ):  # the known columns come first, each row's right-aligned: [pads | known | pads | rest]
+            columns = max(known)
+            have = torch.arange(columns, device=device)[None] >= columns - offset
+            attn = torch.cat([have.to(attn.dtype), attn], dim=-1)
         result = model(
             input_ids=input_ids,
             attention_mask=attn,
@@ -293,6 +371,17 @@ class HFEngine:
         logps: list[list[float]] = [[] for _ in range(total)]
         finish: list[str] = ["length"] * total
         ended = [0.0] * total
+
+        def keep(active: list[int]) -> None:
+            """Keep these active rows' keys/values: their prompt and every sampled id but the last."""
+            for a in active:
+                r = int(rows[a])
+                prompt = prompts[r // n]
+                start, prefix = origins[r // n]
+                columns = attn[a].nonzero().squeeze(-1)[start:]
+                own = [(layer.keys[a, :, columns], layer.values[a, :, columns]) for layer in cache.layers]
+                self.episode_kv.keep(Kept(tuple(prompt + tokens[r][:-1]), start, prefix, own))
+
         for step in range(max_new_tokens):
             tok, lp = sample_next(logits, temperature, top_p, generator)
             for r, t, v in zip(rows.tolist(), tok.tolist(), lp.tolist(), strict=True):
@@ -303,13 +392,22 @@ class HFEngine:
             for r in rows[done].tolist():
                 finish[r], ended[r] = "stop", now
             if step == max_new_tokens - 1 or bool(done.all()):
+                if keep_kv:
+                    keep(list(range(len(rows))))
                 break
             if on_tokens is not None and (step + 1) % DECODE_EVERY == 0:
                 on_tokens(step + 1)
             if bool(done.any()):  # compact: drop finished rows from the cache and the batch
-                keep = (~done).nonzero().squeeze(-1)
-                cache.batch_select_indices(keep)
-                rows, tok, attn, next_pos = rows[keep], tok[keep], attn[keep], next_pos[keep]
+                if keep_kv:
+                    keep(done.nonzero().squeeze(-1).tolist())
+                keep_rows = (~done).nonzero().squeeze(-1)
+                cache.batch_select_indices(keep_rows)
+                rows, tok, attn, next_pos = (
+                    rows[keep_rows],
+                    tok[keep_rows],
+                    attn[keep_rows],
+                    next_pos[keep_rows],
+                )
             attn = torch.cat([attn, attn.new_ones((attn.shape[0], 1))], dim=-1)
             result = model(
                 input_ids=tok[:, None],

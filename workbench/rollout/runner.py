@@ -4,7 +4,9 @@ The first turn of every task's G episodes is one `generate(..., n=G)` call over 
 shares each prompt's prefill across its group. Later turns (multi-turn envs only) are batched over the
 episodes still running, one sample each. Every assistant turn is kept as a `Segment` (its prompt ids and
 sampled completion), which is exactly what the policy update trains on. A later turn's prompt is the
-earlier prompt + the sampled ids + the rendered delta (`turn_tokens`): token in, token out.
+earlier prompt + the sampled ids + the rendered delta (`turn_tokens`): token in, token out. An engine that
+can keep each episode's keys/values between its turns (`keeps_kv`) is told to when the episodes may go on, and
+to forget them when the rollout ends.
 """
 
 from __future__ import annotations
@@ -70,8 +72,29 @@ def run_rollouts(
     """G = `n` rollouts for each task, grouped by task in task order. `on_tokens` is the engine's safe point
     inside decoding (`RolloutEngine.generate`); passed on only when given, so engines without it still work."""
     t0 = time.perf_counter()
-    safe = {"on_tokens": on_tokens} if on_tokens is not None else {}
+    extra: dict[str, Any] = {"on_tokens": on_tokens} if on_tokens is not None else {}
     episodes = [[env.start(task) for _ in range(n)] for task in tasks]
+    if getattr(engine, "keeps_kv", False) and any(getattr(g[0], "max_turns", 1) > 1 for g in episodes):
+        extra["keep_kv"] = True
+        try:
+            return _run(engine, tokenizer, tasks, episodes, n, sampling, stop_token_ids, seed, extra, t0)
+        finally:
+            engine.forget_kv()
+    return _run(engine, tokenizer, tasks, episodes, n, sampling, stop_token_ids, seed, extra, t0)
+
+
+def _run(
+    engine: RolloutEngine,
+    tokenizer: Any,
+    tasks: list[Task],
+    episodes: list[list[Any]],
+    n: int,
+    sampling: Sampling,
+    stop_token_ids: list[int] | None,
+    seed: int | None,
+    extra: dict[str, Any],
+    t0: float,
+) -> list[list[Rollout]]:
     segments: list[list[list[Segment]]] = [[[] for _ in range(n)] for _ in tasks]
     ended_at: list[list[float]] = [[0.0] * n for _ in tasks]
     retokenized: list[list[int]] = [[0] * n for _ in tasks]
@@ -80,7 +103,7 @@ def run_rollouts(
         temperature=sampling.temperature,
         top_p=sampling.top_p,
         stop_token_ids=stop_token_ids,
-        **safe,
+        **extra,
     )
     # Turn 1: one prompt per task (every episode of a task starts identically), n samples each.
     first_prompts = [first_prompt(tokenizer, group[0]) for group in episodes]
