@@ -7,17 +7,20 @@ A decode step reads every weight once (the batch shares it) plus each row's KV c
 and the compute roofline is peak matmul FLOP/s / (2 x params) tokens/s. Both the bandwidth (a large
 tensor sum, best of several) and the FLOP/s (a large fp32 and bf16 matmul) are measured here, on this
 machine, in this run. Decode time is the engine's time for 1 + `new` tokens minus its time for one (the
-prefill and the first token), stops disabled, on the demo harness prompt (the real ~400-token prompt a
-GRPO group sees); medians over `reps` rounds, the variants interleaved within each round. The sampling
-step and the lm_head are also timed alone (best of 20), since those are the pieces changed or tried.
+prefill and the first token), stops disabled, on the demo's first training prompt as the model sees it (the
+JSON harness, ~400 tokens, for SmolLM2; a native-format model's own template with the tools); medians over
+`reps` rounds, the variants interleaved within each round. The sampling step and the lm_head are also timed
+alone (best of 20), since those are the pieces changed or tried.
 
 Variants (one run, same prompt), on the training configuration (LoRA r=16 on q,k,v,o, unmerged, fp32):
-the engine as it was (`torch.multinomial`, the lm_head through MKL), with inverse-CDF sampling only, and
-as it is now (inverse-CDF + the frozen lm_head through a prepacked oneDNN copy): the before/after ratios.
-Then the LoRA merged away (`merge_and_unload`, what an engine with its own weight copy samples from),
-the merged model in bf16, and with --compile the merged model's forward under torch.compile.
+the engine as it was (`torch.multinomial`, the lm_head through MKL), with inverse-CDF sampling only, with
+the frozen lm_head through a prepacked oneDNN copy too, and as it is now (also: the rows attend to one copy
+of the prompt's keys/values, `shared_attention`): the before/after ratios. Then the LoRA merged away
+(`merge_and_unload`, what an engine with its own weight copy samples from), the merged model in bf16, and
+with --compile the merged model's forward under torch.compile. `--variants` picks some by name prefix.
 
-Usage: python bench/decode_limit.py [--batches 1,8,32] [--new 64] [--compile] [--json docs/decode_limit.json]
+Usage: python bench/decode_limit.py [--model smollm2-135m] [--batches 1,8,32] [--new 64] [--compile]
+       [--variants now,before] [--json docs/decode_limit.json]
 """
 
 from __future__ import annotations
@@ -33,11 +36,11 @@ from typing import Any
 import torch
 
 import workbench.rollout.hf as hf
-from workbench.config import load_config
+from workbench.config import config_from_dict, load_config
 from workbench.envs import env_for_config
 from workbench.models import load_policy
 from workbench.rollout.hf import HFEngine
-from workbench.rollout.prompt import render_prompt
+from workbench.rollout.turn_tokens import first_prompt
 from workbench.tasks import load_task_source
 
 DEMO = Path(__file__).resolve().parents[1] / "workbench" / "data" / "demo.yaml"
@@ -114,23 +117,32 @@ def variants(args: argparse.Namespace) -> list[tuple[str, Any, Any, dict[str, An
     """(name, policy, sampler, engine kwargs) for every variant, all loaded up front to interleave them."""
 
     def merged(dtype: str, compiled: bool = False) -> Any:
-        policy = load_policy("smollm2-135m", seed=0, dtype=dtype)
+        policy = load_policy(args.model, seed=0, dtype=dtype)
         policy.model = policy.model.merge_and_unload()
         if compiled:
             policy.model.forward = torch.compile(policy.model.forward, dynamic=True)
         return policy
 
-    lora = load_policy("smollm2-135m", seed=0)  # the three engine variants share one model
+    lora = load_policy(args.model, seed=0)  # the engine variants share one model
+    per_row = {"shared_prefix": False}
+    wanted = [w.strip() for w in args.variants.split(",") if w.strip()]
     out = [
-        ("before: multinomial, MKL head", lora, multinomial_sample, {"onednn_head": False}),
-        ("inverse-cdf, MKL head", lora, SAMPLER, {"onednn_head": False}),
-        ("now: inverse-cdf, oneDNN head", lora, SAMPLER, {}),
-        ("merged fp32 (now's engine)", merged("float32"), SAMPLER, {}),
-        ("merged bf16", merged("bfloat16"), SAMPLER, {}),
+        (
+            "before: multinomial, MKL head",
+            lambda: lora,
+            multinomial_sample,
+            {"onednn_head": False, **per_row},
+        ),
+        ("inverse-cdf, MKL head", lambda: lora, SAMPLER, {"onednn_head": False, **per_row}),
+        ("oneDNN head, prefix per row", lambda: lora, SAMPLER, per_row),
+        ("now: + one prefix copy", lambda: lora, SAMPLER, {}),
+        ("merged fp32 (now's engine)", lambda: merged("float32"), SAMPLER, {}),
+        ("merged bf16", lambda: merged("bfloat16"), SAMPLER, {}),
     ]
     if args.compile:
-        out.append(("merged fp32 + torch.compile", merged("float32", compiled=True), SAMPLER, {}))
-    return out
+        out.append(("merged fp32 + torch.compile", lambda: merged("float32", compiled=True), SAMPLER, {}))
+    picked = [v for v in out if not wanted or any(v[0].startswith(w) for w in wanted)]
+    return [(name, make(), sampler, kw) for name, make, sampler, kw in picked]
 
 
 def component_times(policy: Any, reps: int = 20) -> dict[str, dict[int, float]]:
@@ -157,8 +169,15 @@ def component_times(policy: Any, reps: int = 20) -> dict[str, dict[int, float]]:
     return out
 
 
+def lora_of(loaded: list[tuple[str, Any, Any, dict[str, Any]]]) -> Any:
+    """The unmerged (LoRA) policy among the variants, for timing the pieces alone."""
+    return next((p for _, p, _, _ in loaded if hasattr(p.model, "get_base_model")), loaded[0][1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--variants", default="", help="comma-separated name prefixes (default: all)")
     ap.add_argument("--batches", default="1,8,32")
     ap.add_argument("--new", type=int, default=64)
     ap.add_argument("--reps", type=int, default=3)
@@ -174,14 +193,14 @@ def main() -> None:
         f"{peak['float32'] / 1e9:.0f} GFLOP/s, bf16 {peak['bfloat16'] / 1e9:.0f} GFLOP/s"
     )
 
-    cfg = load_config(DEMO)
-    env = env_for_config(cfg)
+    cfg = config_from_dict({**load_config(DEMO).to_dict(), "model": args.model})  # its own tool format
     task = load_task_source(cfg.tasks, "train")[0]
     loaded = variants(args)
-    parts = component_times(loaded[0][1])
+    env = env_for_config(cfg, loaded[0][1].tokenizer)
+    parts = component_times(lora_of(loaded))
     for name, per_batch in parts.items():
         print(f"{name:20s} " + "  ".join(f"batch {b}: {ms:6.2f} ms" for b, ms in per_batch.items()))
-    prompt = render_prompt(loaded[0][1].tokenizer, env.start(task).messages, prefill=env.harness.prefill)
+    prompt = first_prompt(loaded[0][1].tokenizer, env.start(task))
     engines = [(name, HFEngine(policy, **kw), sampler) for name, policy, sampler, kw in loaded]
     times: dict[tuple[str, int], list[tuple[float, float]]] = {}
     for _name, engine, sampler in engines:  # warm-up (and torch.compile, if asked)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 import torch
@@ -25,6 +26,7 @@ from workbench.rollout.episode_kv import EpisodeKV, Kept, Layers
 from workbench.rollout.kv_cache import growing_cache
 from workbench.rollout.prefix_kv import PrefixKV, prefix_reuse
 from workbench.rollout.prompt import common_prefix_len
+from workbench.rollout.shared_attention import PrefixLayers, shared_attention, supports_shared_attention
 from workbench.safe_points import DECODE_EVERY
 from workbench.types import Completion
 
@@ -122,15 +124,20 @@ class HFEngine:
 
     `max_batch_size` caps the sequences decoded together (prompts x n); more prompts are done in chunks.
     `onednn_head`: on CPU in fp32, sample through `OneDNNHead` while the head is frozen (LoRA); a head
-    that trains (adapter "full") is used as is.
+    that trains (adapter "full") is used as is. `shared_prefix`: where the model allows it
+    (`supports_shared_attention`), the rows of a call attend to one batch-1 copy of their common prefix's
+    keys/values instead of a copy each.
     """
 
     keeps_kv = True  # `generate(..., keep_kv=True)` keeps the episodes' keys/values for their next turn
 
-    def __init__(self, policy: Any, *, max_batch_size: int = 64, onednn_head: bool = True) -> None:
+    def __init__(
+        self, policy: Any, *, max_batch_size: int = 64, onednn_head: bool = True, shared_prefix: bool = True
+    ) -> None:
         self.policy = policy
         self.max_batch_size = max_batch_size
         self.onednn_head = onednn_head
+        self.shared_prefix = shared_prefix  # rows attend to one copy of the common prefix (shared_attention)
         self._packed: OneDNNHead | None = None
         self.prefix_kv = PrefixKV()  # the common prefix's keys/values for this policy version
         self.episode_kv = EpisodeKV()  # each going-on episode's own keys/values (keep_kv calls)
@@ -195,13 +202,16 @@ class HFEngine:
         device: torch.device,
         cache_kw: str,
         reuse: str,
-    ) -> tuple[Any, list[int], list[tuple[int, Layers | None]]]:
+        share: bool = False,
+    ) -> tuple[Any, list[int], list[tuple[int, Layers | None]], PrefixLayers | None]:
         """The cache (one row a prompt) of what is already known of each prompt, how many of its tokens that
         is, and where each row's keys/values begin to be its own (start, the shared prefix before it) for
         keeping. Known: a kept episode's conversation where `kept` has one, else the prompts' common prefix
         (one harness for every prompt: prefilled once, or taken from `prefix_kv`, and repeated per row). Kept
         across calls ("on"), a lone prompt's own prefix is worth splitting off too: the next call starts
-        there. Each row keeps at least one token of its own to prefill. None and zeros when nothing is known."""
+        there. Each row keeps at least one token of its own to prefill. None and zeros when nothing is known.
+        `share`: a common prefix is not repeated per row but returned (its batch-1 keys/values) with an empty
+        cache, for `shared_attention`; then the known columns are not in the cache."""
         lens = [len(p) for p in prompts]
         known = [0] * len(prompts)
         origins: list[tuple[int, Layers | None]] = [(0, None)] * len(prompts)
@@ -220,10 +230,12 @@ class HFEngine:
             if k is not None:
                 known[r], origins[r] = len(k.tokens), (k.start, k.prefix)
         if not any(kept):
+            if prefix is not None and share:
+                return growing_cache(), known, origins, shared_layers
             if prefix is not None:
                 prefix.batch_repeat_interleave(len(prompts))
-            return prefix, known, origins
-        return self._assemble(kept, prefix, known), known, origins
+            return prefix, known, origins, None
+        return self._assemble(kept, prefix, known), known, origins, None
 
     @staticmethod
     def _assemble(kept: list[Kept | None], prefix: Any, known: list[int]) -> Any:
@@ -284,8 +296,10 @@ class HFEngine:
         was_training = model.training
         model.eval()
         swapped = self._fast_head(model, device)
+        shares = self.shared_prefix and supports_shared_attention(model)
         try:
-            with torch.inference_mode():
+            # a forward that passes no `shared_prefix` is plain SDPA under the switch
+            with torch.inference_mode(), shared_attention(model) if shares else nullcontext():
                 for i in range(0, len(prompts), per_chunk):
                     chunk = prompts[i : i + per_chunk]
                     out += self._generate_chunk(
@@ -301,6 +315,7 @@ class HFEngine:
                         t0,
                         on_tokens,
                         keep_kv,
+                        shares,
                     )
         finally:
             if swapped is not None:
@@ -322,6 +337,7 @@ class HFEngine:
         t0: float,
         on_tokens: Callable[[int], None] | None = None,
         keep_kv: bool = False,
+        shares: bool = False,
     ) -> list[list[Completion]]:
         params = base_forward_params(model)
         cache_kw = "cache" if "cache" in params else "past_key_values"  # transformers >= 5.2x renamed it
@@ -332,7 +348,13 @@ class HFEngine:
         if keep_kv:
             self.episode_kv.check(model)
         kept = [self.episode_kv.take(p) if keep_kv else None for p in prompts]
-        cache, known, origins = self._known_cache(model, prompts, kept, device, cache_kw, reuse)
+        share = shares and len(prompts) * n > 1
+        cache, known, origins, shared = self._known_cache(
+            model, prompts, kept, device, cache_kw, reuse, share
+        )
+        # with the prefix shared, the cache and the mask hold only each row's own columns
+        fwd = {"shared_prefix": shared} if shared is not None else {}
+        dropped = known[0] if shared is not None else 0
         rests = [p[k:] for p, k in zip(prompts, known, strict=True)]
         width = max(len(r) for r in rests)
         input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long, device=device)
@@ -342,9 +364,8 @@ class HFEngine:
             attn[r, width - len(p) :] = 1
         offset = torch.tensor(known, device=device)[:, None]
         positions = offset + (attn.cumsum(-1) - 1).clamp(min=0)
-        if (
-            cache is not None
-        ):  # the known columns come first, each row's right-aligned: [pads | known | pads | rest]
+        # the known columns come first, each row's right-aligned: [pads | known | pads | rest]
+        if cache is not None and shared is None:
             columns = max(known)
             have = torch.arange(columns, device=device)[None] >= columns - offset
             attn = torch.cat([have.to(attn.dtype), attn], dim=-1)
@@ -355,6 +376,7 @@ class HFEngine:
             use_cache=True,
             logits_to_keep=1,
             **{cache_kw: cache if cache is not None else growing_cache()},
+            **fwd,
         )
         cache = cache_of(result)
         logits = result.logits[:, -1, :]
@@ -378,7 +400,7 @@ class HFEngine:
                 r = int(rows[a])
                 prompt = prompts[r // n]
                 start, prefix = origins[r // n]
-                columns = attn[a].nonzero().squeeze(-1)[start:]
+                columns = attn[a].nonzero().squeeze(-1)[start - dropped :]
                 own = [(layer.keys[a, :, columns], layer.values[a, :, columns]) for layer in cache.layers]
                 self.episode_kv.keep(Kept(tuple(prompt + tokens[r][:-1]), start, prefix, own))
 
@@ -415,6 +437,7 @@ class HFEngine:
                 position_ids=next_pos[:, None],
                 use_cache=True,
                 **{cache_kw: cache},
+                **fwd,
             )
             cache = cache_of(result)
             logits = result.logits[:, -1, :]
