@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
+from prefix_reuse import Forwarded  # noqa: E402  (bench/ is the script's own folder on sys.path)
 
 from workbench.config import config_from_dict, load_config  # noqa: E402
 from workbench.envs import env_for_config  # noqa: E402
@@ -35,20 +36,6 @@ from workbench.rollout.hf import HFEngine  # noqa: E402
 from workbench.rollout.prefix_kv import PREFIX_REUSE_ENV  # noqa: E402
 from workbench.rollout.runner import Sampling, run_rollouts  # noqa: E402
 from workbench.tasks import load_task_source  # noqa: E402
-
-
-class Forwarded:
-    """Tokens through the model in forwards of more than one token a row (prefills), counted by a hook."""
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        self.tokens = 0
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model
-        base.get_input_embeddings().register_forward_hook(self._count)
-
-    def _count(self, module: object, args: tuple, out: object) -> None:
-        ids = args[0]
-        if ids.shape[-1] > 1:
-            self.tokens += ids.numel()
 
 
 def main() -> None:
