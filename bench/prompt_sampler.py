@@ -1,13 +1,16 @@
 """Uniform vs spread prompt sampling on the demo recipe, from one SFT checkpoint.
 
-    .venv/bin/python bench/prompt_sampler.py --sft-steps 60 --steps 6 --eval-max-tasks 60 --out docs/prompt_sampler.json
+    .venv/bin/python bench/prompt_sampler.py --out docs/prompt_sampler.json
 
 The demo's config (workbench/data/demo.yaml: SmolLM2-135M, G=8, 4 prompts a step, dynamic sampling with 4
-refill rounds) trains its SFT warm-up once (`--sft-steps`, evals capped at `--eval-max-tasks` a split); the
-database is then copied, and each copy runs `--steps` GRPO steps from that checkpoint with
-`prompt_sampler: uniform` and with `prompt_sampler: spread`, same seed. Reported per arm from the steps'
-own metrics: generations in groups with no reward spread (they teach nothing), all generations, informative
-groups kept a step (dynamic sampling refills up to the prompt count), reward, and wall time.
+refill rounds, 160 SFT steps, 8 GRPO steps, whole validation evals) trains its SFT warm-up once
+(`--sft-steps`, evals capped at `--eval-max-tasks` a split when given); the database is then copied, and each
+copy runs `--steps` GRPO steps from that checkpoint with `prompt_sampler: uniform` and with
+`prompt_sampler: spread`, same seed. The test split is not evaluated (a benchmark decides nothing on it).
+A cheap SFT checkpoint (few SFT steps, capped evals) gives the sampler a noisier eval prior than the demo's.
+Reported per arm from the steps' own metrics: generations in groups with no reward spread (they teach
+nothing), all generations, informative groups kept a step (dynamic sampling refills up to the prompt count),
+reward, and wall time.
 """
 
 from __future__ import annotations
@@ -69,13 +72,13 @@ def arm(work: Path, sft_db: Path, sampler: str, steps: int, common: dict) -> dic
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sft-steps", type=int, default=60)
-    ap.add_argument("--steps", type=int, default=6)
-    ap.add_argument("--eval-max-tasks", type=int, default=60)
+    ap.add_argument("--sft-steps", type=int, default=160)
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--eval-max-tasks", type=int, default=None, help="default: the whole validation split")
     ap.add_argument("--out", default="docs/prompt_sampler.json")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="wb-sampler-"))
-    common = dict(sft_steps=args.sft_steps, eval_max_tasks=args.eval_max_tasks)
+    common = dict(sft_steps=args.sft_steps, eval_max_tasks=args.eval_max_tasks, test_tasks="none")
     sft_db = work / "sft.db"
     t0 = time.perf_counter()
     db = store.open_db(sft_db)

@@ -29,14 +29,25 @@ def test_spread_probability_is_zero_for_a_sure_outcome_and_highest_at_even_odds(
     assert spread_probability(0.5, 8) > spread_probability(0.9, 8) > spread_probability(0.99, 8)
 
 
+def test_a_bimodal_prompt_spreads_less_than_independent_samples_say():
+    # Beta(1, 1) success chance, two samples: E[q^2] = 1/3, so both outcomes with probability 1 - 2/3
+    assert spread_probability(0.5, 2, concentration=2.0) == pytest.approx(1 / 3)
+    for p in (0.3, 0.7, 0.9):
+        bimodal, independent = spread_probability(p, 8, 2.0), spread_probability(p, 8)
+        assert 0 < bimodal < independent
+        assert spread_probability(p, 8, 1e7) == pytest.approx(independent, abs=1e-4)
+    assert spread_probability(1.0, 8, 2.0) == 0 and spread_probability(0.0, 8, 2.0) == 0
+
+
 def test_weights_follow_the_groups_seen_the_family_and_the_eval_prior():
     tasks = [_task(0, "A"), _task(1, "A"), _task(2, "B"), _task(3, "C", tool="email.send")]
     keys = [t.id for t in tasks]
     s = SpreadSampler(tasks, keys, group_size=8, floor=0.05)
     assert s.weights([], {}) == [0.5] * 4  # nothing known: even odds
-    # t0 came back flat three times: it and its family member t1 (never drawn) fall; B and C do not
+    # t0 came back flat three times: it, its family member t1 (never drawn) and, less, t2 of the same tool
+    # fall; t3, another tool, does not
     w = s.weights([GroupSeen("t0", False)] * 3, {})
-    assert w[0] < w[1] < w[2] == w[3] == 0.5
+    assert w[0] < w[1] < w[2] < w[3] == 0.5
     # a skill the policy always gets right (eval success 1.0) makes a flat group certain: down to the floor
     w = s.weights([], {"tool:email.send": 1.0})
     assert w[3] == 0.05 and w[:3] == [0.5] * 3
@@ -52,8 +63,16 @@ def test_the_draw_is_seeded_weighted_and_never_repeats_or_takes_excluded_tasks()
     a = s.draw(random.Random(7), 4, weights)
     assert a == s.draw(random.Random(7), 4, weights) and len({t.id for t in a}) == 4
     firsts = sum(s.draw(random.Random(seed), 1, weights)[0].id == "t0" for seed in range(300))
-    assert firsts > 200  # weight 1 against nine of 0.05: about 69% expected
+    assert firsts > 270  # drawn on weight^2: 1 against nine of 0.0025, about 98% expected
     assert all(t.id != "t0" for t in s.draw(random.Random(1), 9, weights, exclude={0}))
+
+
+def test_the_draw_favours_likely_spread_more_than_in_proportion():
+    tasks = [_task(0, "A"), _task(1, "B")]
+    s = SpreadSampler(tasks, [t.id for t in tasks], group_size=8)
+    firsts = sum(s.draw(random.Random(seed), 1, [0.5, 0.25])[0].id == "t0" for seed in range(4000))
+    # in proportion to the weights: 2/3; to their squares (SHARPNESS 2): 0.8
+    assert 0.77 < firsts / 4000 < 0.83
 
 
 def test_config_names_the_allowed_samplers():
