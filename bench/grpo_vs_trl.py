@@ -2,20 +2,30 @@
 
     .venv/bin/python bench/grpo_vs_trl.py            # defaults = the real measurement (quiet machine)
     .venv/bin/python bench/grpo_vs_trl.py --steps 1 --rounds 1 --max-completion-length 8   # smoke run
+    .venv/bin/python bench/grpo_vs_trl.py --model qwen2.5-coder-0.5b   # the 0.5B in its native tool format
 
 What is compared (identical on both sides unless noted):
-- model: the embedded SmolLM2-135M-Instruct (`resolve_model("smollm2-135m")`), float32, CPU, LoRA r=16,
-  alpha=32, dropout 0 on q,k,v,o; AdamW at the same constant learning rate, weight decay 0, grad-norm
-  clip 1.0.
+- model (`--model`, default smollm2-135m): `resolve_model(NAME)`, float32, CPU, LoRA r=16, alpha=32,
+  dropout 0 on q,k,v,o; AdamW at the same constant learning rate, weight decay 0, grad-norm clip 1.0. The
+  tool format is the one our Config picks for that model (`tool_format` unset): json for the embedded
+  SmolLM2-135M-Instruct, native for the packaged Qwen2.5-Coder models (qwen2.5-coder-0.5b, -1.5b).
 - prompts: the first prompts_per_step * steps tasks of `builtin_tasks("train")`, in that fixed order (step k
-  trains on tasks [(k-1)*P, k*P)), rendered with our default Harness (system prompt with tool specs, one-shot
-  example, assistant prefill '{"tool": "'). TRL gets each prompt as a plain string: chat template with
-  add_generation_prompt=True, then the prefill; the script checks that TRL's tokenisation of that string gives
-  exactly our `render_prompt` ids and reports any prompt where it does not.
-- reward: our tool_call_verifier on a SingleTurnEnv episode (episode.step(completion); verifier.score),
-  wrapped as a TRL reward function that finds the task by a `task_id` dataset column. A verifier error is
-  None for TRL (left out of the group statistics, advantage 0, but the row stays in the loss normaliser);
-  our trainer drops such a row from the update altogether. The built-in verifier does not error in practice.
+  trains on tasks [(k-1)*P, k*P)), as the environment our Trainer builds for that config
+  (`env_for_config`) starts them, rendered as its rollout renders a first turn (`first_prompt`). json: our
+  default Harness (system prompt with tool specs, one-shot example, assistant prefill '{"tool": "').
+  native: the model's own chat template with the tasks' tools as OpenAI function specs (Qwen: in its
+  system turn, Hermes `<tool_call>` instructions), the task as the user turn, no prefill. TRL gets each
+  prompt as a plain string: chat template (with those tools, if any) and add_generation_prompt=True, then
+  the prefill; a plain string, so TRL runs no tool loop of its own. The script checks that TRL's tokenisation
+  of that string gives exactly our ids, and that the prompt ids TRL generated from (its
+  `_generate_and_score_completions` output, unpadded) are those ids, and reports any prompt where not.
+- reward: our tool_call_verifier on an episode of that same environment (episode.step(completion);
+  verifier.score): the json harness's parser after the prefill, or for native the template's parser
+  (`tool_parser` auto: hermes for Qwen) on the reply, both decoded with skip_special_tokens on both sides.
+  It is wrapped as a TRL reward function that finds the task by a `task_id` dataset column. A verifier
+  error is None for TRL (left out of the group statistics, advantage 0, but the row stays in the loss
+  normaliser); our trainer drops such a row from the update altogether. The built-in verifier does not
+  error in practice.
 - GRPO: G completions per prompt, max_completion_length, temperature 1.0, top_p 1.0 (no top_k), beta 0,
   num_iterations 1, epsilon 0.2, loss_type "grpo", scale_rewards "group"; TRL with
   per_device_train_batch_size = G * prompts_per_step, gradient_accumulation_steps 1, no vLLM (it generates
@@ -34,15 +44,17 @@ the step to the store). TRL: the step is timed by a TrainerCallback (on_step_beg
 rollout by wrapping the instance's `_generate_and_score_completions` (generation + rewards + advantages);
 update = step - rollout. Tokens/s = completion tokens generated (EOS included, TRL's completion_mask) /
 rollout time. The parent prints a table and the ratio ours/TRL of the median step, rollout and update
-times (goal: step <= 0.5x), and writes everything to --out.
+times (goal: step <= 0.5x), and writes everything to --out (default docs/grpo_vs_trl.json; with another
+--model, docs/grpo_vs_trl_<model>.json). It also checks that both sides scored with the same tool format and
+parser (the Trainer's env, bound to its tokenizer, and the one the TRL reward function was built with).
 
 Loss check (`--phase loss-check`, run first). The same peft model (LoRA B perturbed so gradients reach A),
-2 prompts x --check-g (default 4) fixed completions (token ids from plausible replies, varied lengths, some
-ending in EOS) and fixed rewards. Advantages: ours (`grpo.group_advantages`) vs TRL's formula (nanstd,
-+1e-4). Loss: TRL's own `GRPOTrainer._compute_loss(model, inputs)` with `inputs` built as TRL 1.16's
-`_generate_and_score_completions` returns them (left-padded prompt_ids/prompt_mask, right-padded
-completion_ids/completion_mask, advantages, num_items_in_batch, old_per_token_logps when given) vs ours
-(`logprobs.sequence_logprobs` + `grpo.policy_loss`, as `Trainer._update` calls them), for loss_type
+2 prompts x --check-g (default 4) fixed completions (token ids from plausible replies in the run's tool
+format, varied lengths, some ending in EOS) and fixed rewards. Advantages: ours (`grpo.group_advantages`)
+vs TRL's formula (nanstd, +1e-4). Loss: TRL's own `GRPOTrainer._compute_loss(model, inputs)` with `inputs`
+built as TRL 1.16's `_generate_and_score_completions` returns them (left-padded prompt_ids/prompt_mask,
+right-padded completion_ids/completion_mask, advantages, num_items_in_batch, old_per_token_logps when given)
+vs ours (`logprobs.sequence_logprobs` + `grpo.policy_loss`, as `Trainer._update` calls them), for loss_type
 grpo, dapo, dr_grpo, bnpo, each with old = detached (ratio 1, num_iterations 1) and with a perturbed
 old_per_token_logps (ratio != 1, clipping active). TRL's log-prob pass (its own
 `_get_per_token_logps_and_entropies`) runs once and is reused across the 8 cases (it does not depend on
@@ -51,6 +63,12 @@ difference, per-token log-prob and entropy (a logged metric only) differences, a
 row where the two sides' log-probs differ most (which side is off), and for grpo at ratio 1 (the training
 case, where the loss value itself is just -mean(A)) the LoRA parameter gradients of both through their own
 forward passes.
+
+Memory. TRL keeps every row's whole graph, prompt included, through its update, and the loss check holds
+TRL's and ours at once: both grow with the model's size and the prompt length. qwen2.5-coder-0.5b's native
+prompts (~740 tokens: the tool specs rendered as JSON) on its 24 x 896-wide layers need far more memory than
+the 135M at the same --g and --check-g; on a small machine lower those, or take --trl-gradient-checkpointing
+(which changes what TRL's step costs, so say so with the numbers).
 """
 
 from __future__ import annotations
@@ -59,6 +77,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import resource
 import statistics
 import subprocess
@@ -73,7 +92,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from anywhere: the repo is not pip-installed
     sys.path.insert(0, str(ROOT))
 
-MODEL = "smollm2-135m"
+DEFAULT_MODEL = "smollm2-135m"  # the embedded model: json harness
 LORA = {"r": 16, "alpha": 32, "dropout": 0.0, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}
 LOSS_TYPES = ("grpo", "dapo", "dr_grpo", "bnpo")
 RESULT_KEY = "grpo_vs_trl"  # every child's JSON line carries it, so the parent finds it among library noise
@@ -89,35 +108,88 @@ def bench_tasks(n: int) -> list[Any]:
     return tasks[:n]
 
 
-def prompt_text(tokenizer: Any, harness: Any, task: Any) -> str:
-    """What TRL gets: the chat template with the assistant turn opened, then the prefill, as one string."""
-    msgs = harness.messages(task)
-    return tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True) + harness.prefill
+def bench_config(a: argparse.Namespace, output_dir: str = "runs") -> Any:
+    """Our run config for the bench: what the ours phase trains with, and (through `bench_env`) what both
+    sides' prompts and rewards come from. `tool_format` is left unset: the Config picks the model's own (json
+    for the embedded SmolLM2, native for the packaged Qwen models), as a user's run of that model would."""
+    from workbench.config import config_from_dict
+
+    return config_from_dict(
+        {
+            "model": a.model,
+            "algorithm": "grpo",
+            "loss_type": "grpo",
+            "num_generations_per_prompt": a.g,
+            "prompts_per_step": a.prompts_per_step,
+            "max_completion_length": a.max_completion_length,
+            "max_steps": a.steps,
+            "learning_rate": a.lr,
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "beta": 0.0,
+            "num_iterations": 1,
+            "epsilon": 0.2,
+            "scale_rewards": "group",
+            "weight_decay": 0.0,
+            "max_grad_norm": 1.0,
+            "dtype": "float32",
+            "lora": dict(LORA),
+            "seed": a.seed,
+            "sft_steps": 0,
+            "rollout": "hf",
+            "reward": "tool_call_verifier",
+            "env": "single_turn",
+            "output_dir": output_dir,
+        }
+    )
 
 
-def check_prompt_tokens(tokenizer: Any, harness: Any, tasks: list[Any]) -> dict[str, Any]:
+def bench_env(a: argparse.Namespace, tokenizer: Any) -> Any:
+    """The environment our Trainer builds for the bench config (json: SingleTurnEnv with the default Harness;
+    native: NativeEnv with the parser read from this tokenizer's chat template, as `bind_tokenizer` does)."""
+    from workbench.envs import env_for_config
+
+    return env_for_config(bench_config(a), tokenizer)
+
+
+def prompt_ids(tokenizer: Any, episode: Any) -> list[int]:
+    """Our prompt ids: what the rollout runner samples from on an episode's first turn."""
+    from workbench.rollout.turn_tokens import first_prompt
+
+    return first_prompt(tokenizer, episode)
+
+
+def prompt_text(tokenizer: Any, episode: Any) -> str:
+    """What TRL gets: the chat template (with the episode's tools, as `render_prompt` passes them: only when
+    there are any) with the assistant turn opened, then the prefill, as one string."""
+    tools = getattr(episode, "tools", None)
+    kw = {"tools": tools} if tools else {}
+    text = tokenizer.apply_chat_template(episode.messages, tokenize=False, add_generation_prompt=True, **kw)
+    return text + episode.prefill
+
+
+def check_prompt_tokens(tokenizer: Any, env: Any, tasks: list[Any]) -> dict[str, Any]:
     """TRL tokenises the plain string (`processing_class(text=prompts)`); ours is `render_prompt` (template and
     prefill tokenised separately). Report any prompt where BPE merges across the boundary make them differ."""
-    from workbench.rollout.prompt import render_prompt
-
     mismatched = []
     lengths = []
     for t in tasks:
-        ours = render_prompt(tokenizer, harness.messages(t), harness.prefill)
-        theirs = list(tokenizer(text=[prompt_text(tokenizer, harness, t)])["input_ids"][0])
+        episode = env.start(t)
+        ours = prompt_ids(tokenizer, episode)
+        theirs = list(tokenizer(text=[prompt_text(tokenizer, episode)])["input_ids"][0])
         lengths.append(len(ours))
         if ours != theirs:
             mismatched.append({"task": t.id, "ours_len": len(ours), "trl_len": len(theirs)})
     return {"prompts": len(tasks), "mismatched": mismatched, "prompt_tokens": lengths}
 
 
-def load_hf() -> tuple[Any, Any]:
+def load_hf(model_name: str) -> tuple[Any, Any]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from workbench.models import resolve_model
 
-    path = resolve_model(MODEL)
+    path = resolve_model(model_name)
     tok = AutoTokenizer.from_pretrained(path)
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
@@ -179,14 +251,12 @@ def trl_config(a: argparse.Namespace, out_dir: str, loss_type: str = "grpo") -> 
     )
 
 
-def make_reward(tasks: list[Any]) -> Any:
-    """Our verifier + SingleTurnEnv as a TRL reward function (TRL passes dataset columns as kwargs)."""
-    from workbench.envs.harness import Harness
-    from workbench.envs.single_turn import SingleTurnEnv
+def make_reward(env: Any, tasks: list[Any]) -> Any:
+    """Our verifier on an episode of `env` (`bench_env`) as a TRL reward function (TRL passes dataset columns
+    as kwargs)."""
     from workbench.verifiers import get_verifier
 
     by_id = {t.id: t for t in tasks}
-    env = SingleTurnEnv(Harness())
     verifier = get_verifier("tool_call_verifier")
     seen: list[list[float]] = []
 
@@ -219,39 +289,11 @@ def run_ours(a: argparse.Namespace) -> None:
     import torch
 
     import store
-    from workbench.config import config_from_dict
     from workbench.trainer import Trainer
 
     tasks = bench_tasks(a.prompts_per_step * a.steps)
     tmp = Path(tempfile.mkdtemp(prefix="bench-ours-"))
-    cfg = config_from_dict(
-        {
-            "model": MODEL,
-            "algorithm": "grpo",
-            "loss_type": "grpo",
-            "num_generations_per_prompt": a.g,
-            "prompts_per_step": a.prompts_per_step,
-            "max_completion_length": a.max_completion_length,
-            "max_steps": a.steps,
-            "learning_rate": a.lr,
-            "temperature": 1.0,
-            "top_p": 1.0,
-            "beta": 0.0,
-            "num_iterations": 1,
-            "epsilon": 0.2,
-            "scale_rewards": "group",
-            "weight_decay": 0.0,
-            "max_grad_norm": 1.0,
-            "dtype": "float32",
-            "lora": dict(LORA),
-            "seed": a.seed,
-            "sft_steps": 0,
-            "rollout": "hf",
-            "reward": "tool_call_verifier",
-            "env": "single_turn",
-            "output_dir": str(tmp / "runs"),
-        }
-    )
+    cfg = bench_config(a, str(tmp / "runs"))
     t0 = time.perf_counter()
     trainer = Trainer(cfg, store.open_db(tmp / "bench.db"))
     load_s = time.perf_counter() - t0
@@ -289,6 +331,9 @@ def run_ours(a: argparse.Namespace) -> None:
             "load_s": load_s,
             "torch_threads": torch.get_num_threads(),
             "eos_token_ids": trainer.policy.eos_token_ids,
+            # What the Trainer's own env scored with: the parent checks TRL's reward used the same
+            "tool_format": cfg.tool_format,
+            "tool_parser": getattr(trainer.env, "parser", None),
         }
     )
 
@@ -300,15 +345,13 @@ def run_trl(a: argparse.Namespace) -> None:
     from transformers import TrainerCallback
     from trl import GRPOTrainer
 
-    from workbench.envs.harness import Harness
-
     tasks = bench_tasks(a.prompts_per_step * a.steps)
-    harness = Harness()
     t0 = time.perf_counter()
-    tok, model = load_hf()
-    prompt_check = check_prompt_tokens(tok, harness, tasks)
-    dataset = Dataset.from_list([{"prompt": prompt_text(tok, harness, t), "task_id": t.id} for t in tasks])
-    reward = make_reward(tasks)
+    tok, model = load_hf(a.model)
+    env = bench_env(a, tok)
+    prompt_check = check_prompt_tokens(tok, env, tasks)
+    dataset = Dataset.from_list([{"prompt": prompt_text(tok, env.start(t)), "task_id": t.id} for t in tasks])
+    reward = make_reward(env, tasks)
 
     class StepTimer(TrainerCallback):
         def __init__(self) -> None:
@@ -338,6 +381,7 @@ def run_trl(a: argparse.Namespace) -> None:
         raise SystemExit("TRL must generate with transformers generate here")
     gen_s: list[float] = []
     gen_tokens: list[int] = []
+    gen_prompts: list[tuple[Any, Any]] = []  # (prompt_ids, prompt_mask) per step, compared after training
     original = trainer._generate_and_score_completions
 
     def timed_generate(inputs: Any) -> Any:
@@ -345,6 +389,7 @@ def run_trl(a: argparse.Namespace) -> None:
         out = original(inputs)
         gen_s.append(time.perf_counter() - t)
         gen_tokens.append(int(out["completion_mask"].sum()))
+        gen_prompts.append((out["prompt_ids"], out["prompt_mask"]))  # references only: nothing timed is added
         return out
 
     trainer._generate_and_score_completions = timed_generate  # type: ignore[method-assign]
@@ -353,6 +398,16 @@ def run_trl(a: argparse.Namespace) -> None:
         raise SystemExit(
             f"expected {a.steps} steps, timed {len(timer.times)} steps and {len(gen_s)} generations"
         )
+    # The ids TRL actually generated from (after its own tokenisation, unpadded) against ours for the step's
+    # tasks: the string check above covers the tokeniser, this any processing inside TRL as well.
+    pps = a.prompts_per_step
+    used_mismatch = []
+    for i, (ids, mask) in enumerate(gen_prompts):
+        used = {tuple(row[mrow.bool()].tolist()) for row, mrow in zip(ids, mask, strict=True)}
+        ours = {tuple(prompt_ids(tok, env.start(t))) for t in tasks[i * pps : (i + 1) * pps]}
+        if used != ours:
+            used_mismatch.append(i + 1)
+    prompt_check["generated_from_mismatched_steps"] = used_mismatch
     steps = []
     for i, (st, gs, nt) in enumerate(zip(timer.times, gen_s, gen_tokens, strict=True)):
         rewards = reward.seen[i]
@@ -380,6 +435,8 @@ def run_trl(a: argparse.Namespace) -> None:
             "load_s": load_s,
             "torch_threads": torch.get_num_threads(),
             "eos_token_ids": list(trainer.eos_token_ids),
+            "tool_format": bench_config(a).tool_format,
+            "tool_parser": getattr(env, "parser", None),
             "prompt_token_check": prompt_check,
             "generation": {
                 "backend": "transformers.generate",
@@ -403,17 +460,31 @@ REPLIES = [
     'calendar.cancel_event", "args": {"attendee": "Dana", "day": "Wednesday"}}',
     "I cannot help with that.",
 ]
+# The same calls as a native (Hermes) reply, what Qwen writes after its template's assistant header
+NATIVE_REPLIES = [
+    '<tool_call>\n{"name": "calendar.create_event", "arguments": {"attendee": "Sam", "day": "Monday", '
+    '"time": "14:00"}}\n</tool_call>',
+    '<tool_call>\n{"name": "email.send", "arguments": {"to": "Priya", "subject": "Quarterly report"}}\n</tool_call>',
+    '<tool_call>\n{"name": "reminders.create", "arguments": {"text": "call the dentist", "day": "Friday", '
+    '"time": "2 PM"}}\n</tool_call> Sure!',
+    '<tool_call>\n{"name": "weather.get", "arguments": {"city": "Paris", "day": "Tuesday"}}\n</tool_call>',
+    '<tool_call>\n{"name": "calendar.cancel_event", "arguments": {"attendee": "Dana", "day": "Wednesday"}}\n'
+    "</tool_call>",
+    "I cannot help with that.",
+]
 
 
-def fixed_batch(tok: Any, n: int, max_len: int, seed: int) -> tuple[list[list[int]], list[float]]:
-    """n completions (token ids, varied lengths 1..max_len, most ending in EOS) and n rewards."""
+def fixed_batch(
+    tok: Any, replies: list[str], n: int, max_len: int, seed: int
+) -> tuple[list[list[int]], list[float]]:
+    """n completions (token ids of `replies`, varied lengths 1..max_len, most ending in EOS) and n rewards."""
     import torch
 
     gen = torch.Generator().manual_seed(seed)
     eos = tok.eos_token_id
     comps = []
     for i in range(n):
-        ids = list(tok(REPLIES[i % len(REPLIES)], add_special_tokens=False)["input_ids"]) + [eos]
+        ids = list(tok(replies[i % len(replies)], add_special_tokens=False)["input_ids"]) + [eos]
         length = int(torch.randint(1, max_len + 1, (1,), generator=gen))
         comps.append(ids[:length])
     choices = [-1.0, 0.0, 0.4, 0.6, 0.8, 1.0]  # the verifier's typical totals; every group gets a spread
@@ -421,13 +492,13 @@ def fixed_batch(tok: Any, n: int, max_len: int, seed: int) -> tuple[list[list[in
     return comps, rewards
 
 
-def fp64_logps(pmodel: Any, prompt: list[int], comp: list[int]) -> Any:
+def fp64_logps(model_name: str, pmodel: Any, prompt: list[int], comp: list[int]) -> Any:
     """Log-probs of one unpadded row under a float64 copy of the peft model (a fresh, unpatched model with the
     same adapter weights: a deepcopy would keep TRL's fused-forward patch, which calls the float32 original)."""
     import torch
     from peft import get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
 
-    _, base = load_hf()
+    _, base = load_hf(model_name)
     ref = get_peft_model(base.double(), lora_config())
     res = set_peft_model_state_dict(
         ref, {k: v.double() for k, v in get_peft_model_state_dict(pmodel).items()}
@@ -448,19 +519,17 @@ def run_loss_check(a: argparse.Namespace) -> None:
     from trl import GRPOTrainer
     from trl.trainer.utils import nanstd, pad
 
-    from workbench.envs.harness import Harness
     from workbench.learn import grpo
     from workbench.learn.logprobs import sequence_logprobs
-    from workbench.rollout.prompt import render_prompt
 
     g, max_len = a.check_g, a.max_completion_length
-    harness = Harness()
     tasks = bench_tasks(2)
-    tok, model = load_hf()
-    dataset = Dataset.from_list([{"prompt": prompt_text(tok, harness, t), "task_id": t.id} for t in tasks])
+    tok, model = load_hf(a.model)
+    env = bench_env(a, tok)
+    dataset = Dataset.from_list([{"prompt": prompt_text(tok, env.start(t)), "task_id": t.id} for t in tasks])
     trainer = GRPOTrainer(
         model=model,
-        reward_funcs=make_reward(tasks),
+        reward_funcs=make_reward(env, tasks),
         args=trl_config(a, tempfile.mkdtemp()),
         train_dataset=dataset,
         processing_class=tok,
@@ -475,9 +544,10 @@ def run_loss_check(a: argparse.Namespace) -> None:
     pmodel.train()  # as in training: TRL's "train" normalisers (dropout is 0 everywhere)
     trainer.current_gradient_accumulation_steps = 1  # set by HF's training loop; 1 here as in the bench
 
-    prompts = [render_prompt(tok, harness.messages(t), harness.prefill) for t in tasks]
+    prompts = [prompt_ids(tok, env.start(t)) for t in tasks]
     prompt_rows = [p for p in prompts for _ in range(g)]  # TRL's RepeatSampler order: a group's rows together
-    comps, rewards_list = fixed_batch(tok, 2 * g, max_len, a.seed)
+    replies = NATIVE_REPLIES if bench_config(a).tool_format == "native" else REPLIES
+    comps, rewards_list = fixed_batch(tok, replies, 2 * g, max_len, a.seed)
     pad_id = tok.pad_token_id
 
     # Advantages: ours vs TRL's formula (sum_then_normalize, scale_rewards="group"), float32 as TRL.
@@ -580,7 +650,7 @@ def run_loss_check(a: argparse.Namespace) -> None:
     # Who is closer to exact on the row where the two differ most: a float64 reference.
     w = int(gap.max(dim=1).values.argmax())
     n_w = len(comps[w])
-    ref64 = fp64_logps(pmodel, prompt_rows[w], comps[w])
+    ref64 = fp64_logps(a.model, pmodel, prompt_rows[w], comps[w])
     worst_row = {
         "row": w,
         "left_padded_by_trl": int(inputs["prompt_ids"].shape[1] - len(prompt_rows[w])),
@@ -645,12 +715,22 @@ def run_loss_check(a: argparse.Namespace) -> None:
 
 
 # ----- parent ----------------------------------------------------------------------------------------------
+def default_out(model: str) -> str:
+    """docs/grpo_vs_trl.json for the default model (as before --model existed), else a file named after it."""
+    if model == DEFAULT_MODEL:
+        return "docs/grpo_vs_trl.json"
+    slug = re.sub(r"[^a-z0-9.]+", "-", Path(model).name.lower()).strip("-.") or "model"
+    return f"docs/grpo_vs_trl_{slug}.json"
+
+
 def child(a: argparse.Namespace, phase: str, timeout_s: float | None = None) -> dict[str, Any]:
     cmd = [
         sys.executable,
         str(Path(__file__).resolve()),
         "--phase",
         phase,
+        "--model",
+        a.model,
         "--steps",
         str(a.steps),
         "--g",
@@ -808,11 +888,26 @@ def run_all(a: argparse.Namespace) -> int:
         )
     elif check:
         print(f"prompt token ids: TRL's tokenisation equals render_prompt on all {check['prompts']} prompts")
+    if check and check.get("generated_from_mismatched_steps"):
+        print(
+            "WARNING: the prompt ids TRL generated from differ from ours at steps "
+            f"{check['generated_from_mismatched_steps']}"
+        )
+    elif check:
+        print("prompt token ids: the ids TRL generated from equal ours at every step")
+    # Both sides must score with the same environment: the Trainer's (bound to its tokenizer) and the one the
+    # TRL reward function was built with (bench_env).
+    formats = {(r["tool_format"], r["tool_parser"]) for r in runs}
+    if len(formats) > 1:
+        print(f"WARNING: the two sides' tool format / parser differ: {sorted(formats, key=str)}")
+    tool_format, tool_parser = next(iter(formats))
     report = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "started": started,
         "settings": {
-            "model": MODEL,
+            "model": a.model,
+            "tool_format": tool_format,
+            "tool_parser": tool_parser,
             "lora": LORA,
             "g": a.g,
             "prompts_per_step": a.prompts_per_step,
@@ -861,6 +956,12 @@ def run_all(a: argparse.Namespace) -> int:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument(
+        "--model",
+        default=DEFAULT_MODEL,
+        help="a model name resolve_model knows (e.g. qwen2.5-coder-0.5b), run in the tool format our Config "
+        f"picks for it (default {DEFAULT_MODEL}: json harness; the packaged Qwen models: native)",
+    )
     p.add_argument("--steps", type=int, default=3, help="GRPO steps per framework run")
     p.add_argument("--rounds", type=int, default=2, help="runs per framework, alternating ours, trl, ...")
     p.add_argument("--g", type=int, default=8, help="completions per prompt (num_generations)")
@@ -874,7 +975,7 @@ def main() -> int:
         type=int,
         default=4,
         help="loss check: completions per prompt (2 prompts x this; TRL's retained graph takes ~1.5 GB "
-        "a row at these ~400-token prompts)",
+        "a row with smollm2-135m's ~400-token prompts, more with a larger model and longer prompts)",
     )
     p.add_argument(
         "--trl-gradient-checkpointing",
@@ -882,7 +983,12 @@ def main() -> int:
         help="TRL with gradient checkpointing (GRPOConfig's default; off by default here)",
     )
     p.add_argument("--skip-loss-check", action="store_true")
-    p.add_argument("--out", default="docs/grpo_vs_trl.json")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="the JSON report (default docs/grpo_vs_trl.json for the default model, "
+        "docs/grpo_vs_trl_<model>.json for another, so one model's run does not overwrite the other's)",
+    )
     p.add_argument(
         "--phase",
         choices=("all", "ours", "trl", "loss-check"),
@@ -901,6 +1007,8 @@ def main() -> int:
         p.error(
             "need --g, --check-g >= 2 and --steps, --rounds, --prompts-per-step, --max-completion-length >= 1"
         )
+    if a.out is None:
+        a.out = default_out(a.model)
     if a.phase == "ours":
         run_ours(a)
     elif a.phase == "trl":
