@@ -56,6 +56,22 @@ def test_weights_follow_the_groups_seen_the_family_and_the_eval_prior():
     assert w[2] > 0.5
 
 
+def test_a_task_without_a_template_counts_its_tools_groups_once():
+    plain = [
+        Task(
+            id=f"p{i}",
+            prompt="Book Alex",
+            expected_tool="calendar.create_event",
+            expected_args={"attendee": "Alex"},
+        )
+        for i in range(2)
+    ]
+    s = SpreadSampler(plain, [t.id for t in plain], group_size=8, floor=0.0)
+    # p0 flat four times; p1 (never drawn) inherits the tool's rate 0 as one count of at most 4 groups
+    # (FAMILY_WEIGHT), not twice over (family and tool are the same label): 0.5 * 2 / (2 + 4)
+    assert s.weights([GroupSeen("p0", False)] * 4, {})[1] == pytest.approx(1 / 6)
+
+
 def test_the_draw_is_seeded_weighted_and_never_repeats_or_takes_excluded_tasks():
     tasks = [_task(i, f"T{i}") for i in range(10)]
     s = SpreadSampler(tasks, [t.id for t in tasks], group_size=8)
