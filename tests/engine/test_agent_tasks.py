@@ -194,6 +194,15 @@ def test_joined_sources_and_the_sft_warm_up_never_sees_a_multi_step_task():
     env = MultiTurnEnv()
     examples = env_sft_examples(env, sft[:20])
     assert all(json.loads(answer)["tool"] != "calendar.list_events" for _, answer, _ in examples)
+    # each single call's gold episode, turn by turn: the call, then (after its tool result) finish
+    assert len(examples) == 40
+    for (first, call, _), (later, finish, prefill) in zip(examples[::2], examples[1::2], strict=True):
+        assert later[: len(first)] == first and later[len(first)] == {"role": "assistant", "content": call}
+        assert later[-1]["role"] == "tool" and json.loads(later[-1]["content"])["ok"] is True
+        assert json.loads(finish)["tool"] == "finish" and finish.startswith(prefill)
+    ep = env.start(sft[0])  # the finish turn is what ends the episode
+    ep.step(examples[0][1][len(ep.prefill) :])
+    assert ep.step(examples[1][1][len(ep.prefill) :]) is None and ep.end_reason == "finish"
     sft, _ = splits.stage_tasks(load_task_source("builtin:calendar_agent", "train"), 0.0, [])
     assert sft == []  # a multi-step family alone leaves the warm-up nothing to imitate
     with pytest.raises(FileNotFoundError, match="empty name"):

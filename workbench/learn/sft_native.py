@@ -1,6 +1,10 @@
 """SFT examples in the run's tool format, so the warm-up teaches the format the rollouts are parsed in.
 
 - json: (the harness's messages, the gold JSON reply, the episode's prefill): `workbench.learn.sft.sft_rows`.
+  In the built-in multi-turn env a single-call task's gold episode has two assistant turns, the call and,
+  after its tool result, `finish` (`FINISH_ANSWER`): both are examples. Without the second, a warm-up on
+  single calls never shows how an episode ends, and its policy repeated its call until `max_turns` in every
+  multi-step episode (docs/results.md, session 17): GRPO then sampled no group that finished.
 - native: (the episode's messages, its OpenAI tool specs, the gold assistant message with `tool_calls`); the
   target is what the chat template renders for that message after the generation prompt, up to and with
   its end-of-turn token (`native_sft_rows`). The prompt ids are the rollout's first-turn ids exactly.
@@ -8,15 +12,18 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
+from workbench.envs.multi_turn import FINISH, MultiTurnEnv
 from workbench.envs.native import NativeEnv, assistant_message, call_id
 from workbench.learn.sft import NO_CALL_ANSWER, default_answer
 from workbench.rollout.prompt import render_prompt
 from workbench.types import Task, ToolCall
 
 NativeExample = tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]
+FINISH_ANSWER = json.dumps({"tool": FINISH, "args": {"answer": "Done."}})
 
 
 def gold_message(task: Task) -> dict[str, Any]:
@@ -37,8 +44,15 @@ def env_sft_examples(env: Any, tasks: Iterable[Task]) -> list[Any]:
         ep = env.start(t)
         if isinstance(env, NativeEnv):
             out.append((ep.messages, ep.tools, gold_message(ep.task)))
-        else:
-            out.append((ep.messages, default_answer(t), ep.prefill))
+            continue
+        answer = default_answer(t)
+        out.append((list(ep.messages), answer, ep.prefill))
+        if isinstance(env, MultiTurnEnv) and answer.startswith(ep.prefill):
+            result = ep.step(answer[len(ep.prefill) :])  # the simulated World: no side effect anywhere
+            if result is not None and json.loads(result["content"].removeprefix("Tool result: ")).get("ok"):
+                # the conversation re-rendered by the template (the rollout's token-in ids can differ by a
+                # BPE merge at the prefill; the turn to learn is the same)
+                out.append((list(ep.messages), FINISH_ANSWER, ep.prefill))
     return out
 
 
