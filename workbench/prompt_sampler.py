@@ -95,15 +95,15 @@ class SpreadSampler:
             known = [skill_success[s] for s in skills if s in skill_success]
             prior = spread_probability(min(known), self.group_size, OVERDISPERSION) if known else 0.5
             n_t, m_t = by_task.get(key, (0, 0))
-            seen, spread = n_t + PRIOR_WEIGHT, m_t + PRIOR_WEIGHT * prior
+            groups, spread = n_t + PRIOR_WEIGHT, m_t + PRIOR_WEIGHT * prior  # pseudo-counts
             shared = [(by_family.get(fam), FAMILY_WEIGHT)]
             if tool != fam:  # a task with no template is its tool's family: one count, not two
                 shared.append((by_tool.get(tool), TOOL_WEIGHT))
             for n_m, cap in shared:
                 if n_m:  # a shared rate counts as at most `cap` groups
                     w = min(float(n_m[0]), cap)
-                    seen, spread = seen + w, spread + w * n_m[1] / n_m[0]
-            out.append(max(self.floor, spread / seen))
+                    groups, spread = groups + w, spread + w * n_m[1] / n_m[0]
+            out.append(max(self.floor, spread / groups))
         return out
 
     def draw(
