@@ -49,7 +49,7 @@ def env_sft_examples(env: Any, tasks: Iterable[Task]) -> list[Any]:
         out.append((list(ep.messages), answer, ep.prefill))
         if isinstance(env, MultiTurnEnv) and answer.startswith(ep.prefill):
             result = ep.step(answer[len(ep.prefill) :])  # the simulated World: no side effect anywhere
-            if result is not None and json.loads(result["content"].removeprefix("Tool result: ")).get("ok"):
+            if result is not None and ep.observations[-1].get("ok"):
                 # the conversation re-rendered by the template (the rollout's token-in ids can differ by a
                 # BPE merge at the prefill; the turn to learn is the same)
                 out.append((list(ep.messages), FINISH_ANSWER, ep.prefill))
