@@ -27,16 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import store  # noqa: E402
+from workbench.learn import grpo  # noqa: E402
 from workbench.prompt_sampler import SHARPNESS, GroupSeen, SpreadSampler, skill_success_from_eval  # noqa: E402
 from workbench.run.evaluation import live_evals  # noqa: E402
 from workbench.run.recorder import task_row  # noqa: E402
 from workbench.tasks import load_task_source  # noqa: E402
-
-
-def rewards_differ(rewards: list[float]) -> bool:
-    """Not `grpo.has_spread`: its float32 std reads eight equal rewards of 0.866667 as spread (3 of the demo
-    log's 72 groups), a trainer bug left for its own change."""
-    return len(rewards) >= 2 and max(rewards) - min(rewards) > 1e-8
 
 
 def logged(
@@ -54,7 +49,7 @@ def logged(
         keys[(step, group)] = key_of[task_id]
         if reward is not None:
             rewards[(step, group)].append(reward)
-    groups = [(g[0], key, rewards_differ(rewards[g])) for g, key in keys.items()]
+    groups = [(g[0], key, grpo.has_spread(rewards[g])) for g, key in keys.items()]
     evals = [
         (e.step, skill_success_from_eval(e.metrics))
         for e in live_evals(db, run_id, mode="greedy")

@@ -348,3 +348,15 @@ def test_step_advantages_skip_failed_rows_scale_over_the_batch_and_drop_flat_gro
     centred = torch.tensor([1.0, 0.0, 1.0]) - 2 / 3
     assert [a for a in batch[0] if a is not None] == pytest.approx((centred / (every.std() + 1e-4)).tolist())
     assert has_spread([1.0, 0.0]) and not has_spread([0.3, 0.3]) and not has_spread([1.0])
+
+
+def test_equal_rewards_are_no_spread_whatever_their_float32_rounding():
+    """Eight equal rewards of 0.866667 (a demo group) have a float32 std of ~6e-8: not spread."""
+    from workbench.learn.grpo import has_spread
+
+    rewards = [0.8666666666666667] * 8
+    assert float(torch.tensor(rewards).std()) > 1e-8  # the rounding that used to read as spread
+    assert not has_spread(rewards)
+    assert 0.1 + 0.2 + 0.3 != 0.3 + 0.2 + 0.1
+    assert not has_spread([0.1 + 0.2 + 0.3, 0.3 + 0.2 + 0.1])  # the same parts summed in another order
+    assert has_spread(rewards[:7] + [0.8666666666666667 - 0.05])
