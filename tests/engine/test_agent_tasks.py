@@ -211,6 +211,41 @@ def test_joined_sources_and_the_sft_warm_up_never_sees_a_multi_step_task():
         load_task_source("builtin:calendar_agent+builtin:calendar_agent", "train")
 
 
+def test_look_questions_are_single_calls_whose_warm_up_episode_answers_with_the_listing():
+    from workbench.domains.calendar import look_tasks as lt
+
+    train, val = (load_task_source("builtin:calendar_look", sp) for sp in ("train", "validation"))
+    assert (len(train), len(val)) == (240, 40) and train == lt.builtin_look_tasks("train")
+    assert {t.template for t in train}.isdisjoint(t.template for t in val)
+    names = {e["attendee"] for t in val for e in t.initial_state["events"]}
+    seen = {e["attendee"] for t in train for e in t.initial_state["events"]} | {
+        n for family in (st.NAMES, at.NAMES) for split in family.values() for n in split
+    }
+    assert names and names.isdisjoint(seen)
+    for t in train + val:
+        assert t.expected_tool == "calendar.list_events" and t.expected_state is None
+        assert set(t.expected_args) <= {"day"}  # a day named in the request, or the whole calendar
+    sft, rl = splits.stage_tasks(
+        train + load_task_source("builtin:calendar_agent", "train"), 0.0, ["multi_step"]
+    )
+    assert sft == train and len(rl) == 280  # SFT learns the look; GRPO the multi-step family
+    env = MultiTurnEnv()
+    task = next(
+        t for t in train if t.expected_args and "{name}" in lt.TEMPLATES["train"][int(t.template[-1])][0]
+    )
+    (_, call, _), (_, finish, _) = env_sft_examples(env, [task])
+    assert json.loads(call) == {"tool": "calendar.list_events", "args": task.expected_args}
+    on_day = [e for e in task.initial_state["events"] if e["day"] == task.expected_args["day"]]
+    answer = json.loads(finish)["args"]["answer"]
+    assert on_day and all(f"{e['attendee']} on {e['day']} at {e['time']}" in answer for e in on_day)
+    empty = next(
+        t
+        for t in train
+        if t.expected_args and not any(e["day"] == t.expected_args["day"] for e in t.initial_state["events"])
+    )
+    assert json.loads(env_sft_examples(env, [empty])[1][1])["args"]["answer"] == "Nothing is scheduled."
+
+
 def test_the_agent_recipe_names_both_stages():
     cfg = load_config(RECIPE)
     assert cfg.env == "multi_turn" and cfg.reward == "agent_state" and cfg.grpo_skills == ["multi_step"]

@@ -4,7 +4,9 @@
   In the built-in multi-turn env a single-call task's gold episode has two assistant turns, the call and,
   after its tool result, `finish` (`FINISH_ANSWER`): both are examples. Without the second, a warm-up on
   single calls never shows how an episode ends, and its policy repeated its call until `max_turns` in every
-  multi-step episode (docs/results.md, session 17): GRPO then sampled no group that finished.
+  multi-step episode (docs/results.md, session 17): GRPO then sampled no group that finished. After a
+  listing (`calendar.list_events`, the "builtin:calendar_look" questions) `finish` answers with what was
+  found (`finish_answer`): the question's answer is the listing, not "Done.".
 - native: (the episode's messages, its OpenAI tool specs, the gold assistant message with `tool_calls`); the
   target is what the chat template renders for that message after the generation prompt, up to and with
   its end-of-turn token (`native_sft_rows`). The prompt ids are the rollout's first-turn ids exactly.
@@ -24,6 +26,16 @@ from workbench.types import Task, ToolCall
 
 NativeExample = tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]
 FINISH_ANSWER = json.dumps({"tool": FINISH, "args": {"answer": "Done."}})
+
+
+def finish_answer(observation: dict[str, Any]) -> str:
+    """The closing turn after a tool's ok result: a listing's events in words (or that there are none), else
+    `FINISH_ANSWER`."""
+    events = (observation.get("result") or {}).get("events")
+    if not isinstance(events, list):
+        return FINISH_ANSWER
+    said = "; ".join(f"{e['attendee']} on {e['day']} at {e['time']}" for e in events)
+    return json.dumps({"tool": FINISH, "args": {"answer": said or "Nothing is scheduled."}})
 
 
 def gold_message(task: Task) -> dict[str, Any]:
@@ -52,7 +64,7 @@ def env_sft_examples(env: Any, tasks: Iterable[Task]) -> list[Any]:
             if result is not None and ep.observations[-1].get("ok"):
                 # the conversation re-rendered by the template (the rollout's token-in ids can differ by a
                 # BPE merge at the prefill; the turn to learn is the same)
-                out.append((list(ep.messages), FINISH_ANSWER, ep.prefill))
+                out.append((list(ep.messages), finish_answer(ep.observations[-1]), ep.prefill))
     return out
 
 

@@ -6,10 +6,13 @@
 - `multi_turn_tasks`: the hand-written tasks behind "builtin:calendar_mt".
 - `call_tasks`: no-call and parallel-call tasks behind "builtin:calendar_calls" (a family of their own).
 - `agent_tasks`: the generated multi-step family behind "builtin:calendar_agent" (seven kinds, three splits).
+- `look_tasks`: single `calendar.list_events` questions behind "builtin:calendar_look" (the look the agent
+  family needs, taught as single calls).
 """
 
 from workbench.domains.calendar.agent_tasks import builtin_agent_tasks
 from workbench.domains.calendar.call_tasks import builtin_call_tasks
+from workbench.domains.calendar.look_tasks import builtin_look_tasks
 from workbench.domains.calendar.multi_turn_tasks import builtin_multi_turn_tasks
 from workbench.domains.calendar.single_turn_tasks import (
     CITIES,
@@ -46,6 +49,7 @@ __all__ = [
     "World",
     "builtin_agent_tasks",
     "builtin_call_tasks",
+    "builtin_look_tasks",
     "builtin_multi_turn_tasks",
     "builtin_tasks",
     "day_phrase",
