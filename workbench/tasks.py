@@ -20,6 +20,7 @@ from workbench.domains.calendar import (
     BUILTIN_TOOLS,
     builtin_agent_tasks,
     builtin_call_tasks,
+    builtin_compound_tasks,
     builtin_look_tasks,
     builtin_multi_turn_tasks,
     builtin_tasks,
@@ -423,6 +424,7 @@ BUILTIN_SOURCES = (
     "builtin:calendar_calls",
     "builtin:calendar_agent",
     "builtin:calendar_look",
+    "builtin:calendar_compound",
     "tool_call_eval",
     "train",
     "held_out",
@@ -441,7 +443,8 @@ def load_task_source(source: str | Path, split: str) -> list[Task]:
     `split` when it has tasks of that split; a file whose tasks all share one other split (typically no split
     field: all "train") is used whole, since the user named it for this role. "builtin:calendar_agent": the
     generated multi-step family (train / held_out / test); "builtin:calendar_look": single
-    `calendar.list_events` questions (train / held_out). Sources joined by "+"
+    `calendar.list_events` questions (train / held_out); "builtin:calendar_compound": two independent calls in
+    one request (train / held_out). Sources joined by "+"
     ("builtin:calendar+builtin:calendar_agent") are each read for `split` and concatenated: one `tasks:` key
     then feeds the SFT warm-up (single-call tasks only, `splits.stage_tasks`)
     and GRPO (narrowed with `grpo_skills: [multi_step]`). Never returns an empty list.
@@ -463,6 +466,8 @@ def load_task_source(source: str | Path, split: str) -> list[Task]:
         tasks = builtin_agent_tasks(split)
     elif key == "builtin:calendar_look":  # single calendar.list_events questions (train / held_out)
         tasks = builtin_look_tasks(split)
+    elif key == "builtin:calendar_compound":  # two independent calls in one request (train / held_out)
+        tasks = builtin_compound_tasks(split)
     elif key == "builtin:calendar_calls":  # no-call and parallel-call tasks (train / held_out)
         tasks = builtin_call_tasks("held_out" if split == "validation" else split)
     elif key == "tool_call_eval":

@@ -246,6 +246,30 @@ def test_look_questions_are_single_calls_whose_warm_up_episode_answers_with_the_
     assert json.loads(env_sft_examples(env, [empty])[1][1])["args"]["answer"] == "Nothing is scheduled."
 
 
+def test_compound_requests_are_two_independent_calls_one_a_turn_then_finish():
+    from workbench.domains.calendar import compound_tasks as ct
+
+    train, val = (load_task_source("builtin:calendar_compound", sp) for sp in ("train", "validation"))
+    assert (len(train), len(val)) == (300, 30) and train == ct.builtin_compound_tasks("train")
+    single = {t.prompt: t for t in st.builtin_tasks("train")}
+    for t in train:
+        first, second = t.expected_calls
+        assert first["name"] != second["name"] and t.expected_state is None
+        left, right = t.prompt.split(" Also: ")
+        assert [single[left].expected_tool, single[right].expected_tool] == [first["name"], second["name"]]
+    assert not {t.prompt.split(" Also: ")[0] for t in val} & set(single)  # validation's come from held_out
+    env = MultiTurnEnv()
+    task = next(t for t in train if t.expected_calls[0]["name"] == "calendar.cancel_event")
+    examples = env_sft_examples(env, [task])
+    assert [json.loads(a)["tool"] for _, a, _ in examples] == [c["name"] for c in task.expected_calls] + [
+        "finish"
+    ]
+    for (before, answer, _), (after, _, _) in zip(examples[:-1], examples[1:], strict=True):
+        # each turn sees the earlier one and its (ok) result: the cancelled meeting was on the calendar
+        assert after[: len(before)] == before and after[len(before)]["content"] == answer
+        assert json.loads(after[len(before) + 1]["content"])["ok"] is True
+
+
 def test_the_agent_recipe_names_both_stages():
     cfg = load_config(RECIPE)
     assert cfg.env == "multi_turn" and cfg.reward == "agent_state" and cfg.grpo_skills == ["multi_step"]

@@ -6,7 +6,8 @@
   single calls never shows how an episode ends, and its policy repeated its call until `max_turns` in every
   multi-step episode (docs/results.md, session 17): GRPO then sampled no group that finished. After a
   listing (`calendar.list_events`, the "builtin:calendar_look" questions) `finish` answers with what was
-  found (`finish_answer`): the question's answer is the listing, not "Done.".
+  found (`finish_answer`): the question's answer is the listing, not "Done.". A task of several calls
+  ("builtin:calendar_compound") is one call a turn, then `finish`.
 - native: (the episode's messages, its OpenAI tool specs, the gold assistant message with `tool_calls`); the
   target is what the chat template renders for that message after the generation prompt, up to and with
   its end-of-turn token (`native_sft_rows`). The prompt ids are the rollout's first-turn ids exactly.
@@ -57,14 +58,31 @@ def env_sft_examples(env: Any, tasks: Iterable[Task]) -> list[Any]:
         if isinstance(env, NativeEnv):
             out.append((ep.messages, ep.tools, gold_message(ep.task)))
             continue
-        answer = default_answer(t)
+        if not isinstance(env, MultiTurnEnv):
+            out.append((list(ep.messages), default_answer(t), ep.prefill))
+            continue
+        out += _gold_episode(ep, t)
+    return out
+
+
+def _gold_episode(ep: Any, task: Task) -> list[Any]:
+    """A built-in multi-turn episode's examples: each expected call in its own turn (several calls, as in
+    "builtin:calendar_compound", one after the other), then, once every call's result was ok, `finish`."""
+    answers = [
+        json.dumps({"tool": c["name"], "args": c.get("arguments", {})}) for c in task.expected_calls or []
+    ]
+    answers = answers or [default_answer(task)]
+    out: list[Any] = []
+    for answer in answers:
         out.append((list(ep.messages), answer, ep.prefill))
-        if isinstance(env, MultiTurnEnv) and answer.startswith(ep.prefill):
-            result = ep.step(answer[len(ep.prefill) :])  # the simulated World: no side effect anywhere
-            if result is not None and ep.observations[-1].get("ok"):
-                # the conversation re-rendered by the template (the rollout's token-in ids can differ by a
-                # BPE merge at the prefill; the turn to learn is the same)
-                out.append((list(ep.messages), finish_answer(ep.observations[-1]), ep.prefill))
+        if not answer.startswith(ep.prefill):
+            return out  # a plain reply (no call): it ends the episode
+        # the simulated World: no side effect anywhere
+        if ep.step(answer[len(ep.prefill) :]) is None or not ep.observations[-1].get("ok"):
+            return out
+    # the conversation re-rendered by the template (the rollout's token-in ids can differ by a BPE merge at
+    # the prefill; the turn to learn is the same)
+    out.append((list(ep.messages), finish_answer(ep.observations[-1]), ep.prefill))
     return out
 
 

@@ -8,10 +8,13 @@
 - `agent_tasks`: the generated multi-step family behind "builtin:calendar_agent" (seven kinds, three splits).
 - `look_tasks`: single `calendar.list_events` questions behind "builtin:calendar_look" (the look the agent
   family needs, taught as single calls).
+- `compound_tasks`: two independent calls in one request behind "builtin:calendar_compound" (a second call
+  after a result, with nothing to read).
 """
 
 from workbench.domains.calendar.agent_tasks import builtin_agent_tasks
 from workbench.domains.calendar.call_tasks import builtin_call_tasks
+from workbench.domains.calendar.compound_tasks import builtin_compound_tasks
 from workbench.domains.calendar.look_tasks import builtin_look_tasks
 from workbench.domains.calendar.multi_turn_tasks import builtin_multi_turn_tasks
 from workbench.domains.calendar.single_turn_tasks import (
@@ -49,6 +52,7 @@ __all__ = [
     "World",
     "builtin_agent_tasks",
     "builtin_call_tasks",
+    "builtin_compound_tasks",
     "builtin_look_tasks",
     "builtin_multi_turn_tasks",
     "builtin_tasks",
