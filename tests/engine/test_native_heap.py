@@ -1,0 +1,33 @@
+"""The trainer fixes glibc's mmap threshold: a multi-turn rollout round otherwise grew past 18 GB (session 18)."""
+
+import ctypes
+import ctypes.util
+import sys
+
+import pytest
+
+from workbench import native_heap
+
+
+def _glibc() -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        return hasattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), "gnu_get_libc_version")
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _glibc(), reason="mallopt is glibc's")
+def test_bound_heap_sets_the_thresholds_and_is_idempotent():
+    assert native_heap.bound_heap() and native_heap.bound_heap()
+
+
+def test_the_trainer_bounds_the_heap_before_it_runs(monkeypatch):
+    import workbench.trainer as trainer
+
+    calls = []
+    monkeypatch.setattr(trainer.native_heap, "bound_heap", lambda: calls.append(1) or True)
+    monkeypatch.setattr(trainer.Trainer, "_run", lambda self: calls.append(2))
+    trainer.Trainer.run(object.__new__(trainer.Trainer))
+    assert calls == [1, 2]
