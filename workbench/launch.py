@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from workbench.native_heap import child_env
+
 
 def start_worker(
     db_path: str | Path, run_id: int, *, log_path: str | Path | None = None, nice: int = 0
@@ -23,4 +25,5 @@ def start_worker(
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
         start_new_session=True,
+        env=child_env(),  # glibc's heap thresholds from the start (workbench/native_heap.py)
     )

@@ -7,6 +7,11 @@ agent recipe grew the process from 1.6 GB to 18-24 GB in under two minutes of on
 killed it); the same round with the threshold fixed at 128 KiB stayed under 2.3 GB (docs/results.md,
 session 18). A fixed threshold also stops the adjustment; the trim threshold returns freed heap tops.
 
+Two ways in, because they did not measure the same: set at process start through glibc's environment
+(`HEAP_ENV`, what `launch.start_worker` gives the worker) the round stayed under 2.3 GB; set by `mallopt`
+after the model had loaded (`bound_heap`, what `Trainer.run` does for a headless or in-process run) it
+cycled between 1.4 and 11.1 GB: bounded, but not as low.
+
 Linux/glibc only; elsewhere (or with another allocator preloaded) nothing is changed.
 """
 
@@ -14,11 +19,13 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import sys
 
 M_TRIM_THRESHOLD = -1  # glibc's mallopt parameters (malloc.h)
 M_MMAP_THRESHOLD = -3
 THRESHOLD_BYTES = 128 * 1024  # glibc's own starting value, kept fixed
+HEAP_ENV = {"MALLOC_MMAP_THRESHOLD_": str(THRESHOLD_BYTES), "MALLOC_TRIM_THRESHOLD_": str(THRESHOLD_BYTES)}
 
 
 def bound_heap() -> bool:
@@ -33,3 +40,8 @@ def bound_heap() -> bool:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return mallopt(M_MMAP_THRESHOLD, THRESHOLD_BYTES) == 1 and mallopt(M_TRIM_THRESHOLD, THRESHOLD_BYTES) == 1
+
+
+def child_env() -> dict[str, str]:
+    """This process's environment with the thresholds set, for a child that trains (a user's own values kept)."""
+    return {**HEAP_ENV, **os.environ}

@@ -31,3 +31,16 @@ def test_the_trainer_bounds_the_heap_before_it_runs(monkeypatch):
     monkeypatch.setattr(trainer.Trainer, "_run", lambda self: calls.append(2))
     trainer.Trainer.run(object.__new__(trainer.Trainer))
     assert calls == [1, 2]
+
+
+def test_a_worker_starts_with_the_thresholds_and_a_users_own_values_win(monkeypatch):
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "999")
+    env = native_heap.child_env()
+    assert env["MALLOC_MMAP_THRESHOLD_"] == "131072" and env["MALLOC_TRIM_THRESHOLD_"] == "999"
+    import workbench.launch as launch
+
+    seen = {}
+    monkeypatch.setattr(launch.subprocess, "Popen", lambda *a, **kw: seen.update(kw))
+    launch.start_worker("/tmp/none.db", 1, log_path="/dev/null")
+    assert seen["env"]["MALLOC_MMAP_THRESHOLD_"] == "131072"
