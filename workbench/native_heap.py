@@ -7,10 +7,10 @@ agent recipe grew the process from 1.6 GB to 18-24 GB in under two minutes of on
 killed it); the same round with the threshold fixed at 128 KiB stayed under 2.3 GB (docs/results.md,
 session 18). A fixed threshold also stops the adjustment; the trim threshold returns freed heap tops.
 
-Two ways in, because they did not measure the same: set at process start through glibc's environment
-(`HEAP_ENV`, what `launch.start_worker` gives the worker) the round stayed under 2.3 GB; set by `mallopt`
-after the model had loaded (`bound_heap`, what `Trainer.run` does for a headless or in-process run) it
-cycled between 1.4 and 11.1 GB: bounded, but not as low.
+Two ways in. Set at process start through glibc's environment (`HEAP_ENV`, what `launch.start_worker` gives
+the worker the UI starts), the round stayed under 2.3 GB. Set by `mallopt` after the model had loaded, it did
+not hold (the round reached 17.8 GB); `workbench train` (headless, training in its own process) therefore
+calls `bound_heap` first thing, before the model loads, which is untested on that round.
 
 Linux/glibc only; elsewhere (or with another allocator preloaded) nothing is changed.
 """

@@ -29,7 +29,7 @@ import torch
 
 import store
 from workbench import checkpoint as ckpt
-from workbench import metric_log, native_heap
+from workbench import metric_log
 from workbench.config import Config
 from workbench.distributed.collective import Collective, OneProcess
 from workbench.envs import bind_tokenizer, env_for_config
@@ -254,7 +254,6 @@ class Trainer:
     def run(self) -> None:
         """Baseline, SFT, GRPO to max_steps, with evals and checkpoints; resumable at any point. A stop
         inside an eval drops that eval (a resume redoes it: see `resume`)."""
-        native_heap.bound_heap()  # freed tensors go back to the OS (multi-turn rollouts: see the module)
         with contextlib.suppress(Interrupted):
             self._run()
 

@@ -23,14 +23,18 @@ def test_bound_heap_sets_the_thresholds_and_is_idempotent():
     assert native_heap.bound_heap() and native_heap.bound_heap()
 
 
-def test_the_trainer_bounds_the_heap_before_it_runs(monkeypatch):
-    import workbench.trainer as trainer
+def test_a_headless_train_bounds_the_heap_before_anything_else(monkeypatch):
+    from workbench.cli.train import cmd_train
 
-    calls = []
-    monkeypatch.setattr(trainer.native_heap, "bound_heap", lambda: calls.append(1) or True)
-    monkeypatch.setattr(trainer.Trainer, "_run", lambda self: calls.append(2))
-    trainer.Trainer.run(object.__new__(trainer.Trainer))
-    assert calls == [1, 2]
+    class First(Exception):
+        pass
+
+    def bound() -> bool:
+        raise First
+
+    monkeypatch.setattr(native_heap, "bound_heap", bound)
+    with pytest.raises(First):
+        cmd_train(None)  # type: ignore[arg-type]  # nothing of the arguments is read before it
 
 
 def test_a_worker_starts_with_the_thresholds_and_a_users_own_values_win(monkeypatch):

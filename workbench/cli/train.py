@@ -8,7 +8,9 @@ import sys
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from workbench import distributed
+    from workbench import distributed, native_heap
+
+    native_heap.bound_heap()  # before the model loads: a headless run trains in this process
     from workbench.invocation import workbench_command
     from workbench.preflight import TrainRequest, load_checked, run_for_args
     from workbench.worker import run_worker
