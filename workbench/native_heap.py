@@ -9,7 +9,7 @@ session 18). A fixed threshold also stops the adjustment; the trim threshold ret
 
 Two ways in. Set at process start through glibc's environment (`HEAP_ENV`, what `launch.start_worker` gives
 the worker the UI starts), the round stayed under 2.3 GB. Set by `mallopt` after the model had loaded, it did
-not hold (the round reached 17.8 GB); `workbench train` (headless, training in its own process) therefore
+not hold (the round reached 18.8 GB); `workbench train` (headless, training in its own process) therefore
 calls `bound_heap` first thing, before the model loads, which is untested on that round.
 
 Linux/glibc only; elsewhere (or with another allocator preloaded) nothing is changed.
