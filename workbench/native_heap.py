@@ -3,9 +3,9 @@
 Why: torch's CPU tensors come from malloc. glibc raises its mmap threshold each time a large mmapped block is
 freed (up to 32 MiB), so the multi-turn rollout's key/value tensors, re-made at every decoded token with
 slightly different sizes, end up on the heap, which fragments and is not given back. A GRPO step of the
-agent recipe grew the process from 1.6 GB to 18-24 GB in under two minutes of one rollout round (the kernel
-killed it); the same round with the threshold fixed at 128 KiB stayed under 2.3 GB (docs/results.md,
-session 18). A fixed threshold also stops the adjustment; the trim threshold returns freed heap tops.
+agent recipe grew the process from 1.6 GB to 18.3 GB in about 80 s of one rollout round (an earlier attempt
+was killed by the kernel at 24.4 GB); the same round with the threshold fixed at 128 KiB stayed under 2.3 GB
+(docs/results.md, session 18). A fixed threshold also stops the adjustment; the trim threshold returns freed heap tops.
 
 Two ways in. Set at process start through glibc's environment (`HEAP_ENV`, what `launch.start_worker` gives
 the worker the UI starts), the round stayed under 2.3 GB. Set by `mallopt` after the model had loaded, it did
