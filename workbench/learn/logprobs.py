@@ -196,7 +196,7 @@ def shared_prefix_logprobs(
     device = next(model.parameters()).device
     n = len(prompt_ids_list)
     # A row whose prompt is the whole prefix (all of a group's rows) has its first completion token
-    # predicted by the prefix's last logits (combined index 0 below).
+    # predicted by the prefix's last logits (`head` below).
     p = common_prefix_len(prompt_ids_list)
     if p == 0:
         raise ValueError("prompts share no prefix token; use completion_logprobs")
@@ -204,26 +204,29 @@ def shared_prefix_logprobs(
     if prefix is not None and (p < start or prompt_ids_list[0][:start] != prefix.tokens):
         raise ValueError("the prompts do not start with the batch's prefix")
     rests = [pr[p:] for pr in prompt_ids_list]
+    r_width = max(len(r) for r in rests)
     t_width = max((len(c) for c in completion_ids_list), default=0)
-    width = max(len(r) + len(c) for r, c in zip(rests, completion_ids_list, strict=True))
-    ids = torch.full((n, max(width, 1)), pad_token_id, dtype=torch.long, device=device)
-    attn = torch.zeros((n, max(width, 1)), dtype=torch.long, device=device)
-    targets = torch.full((n, t_width), pad_token_id, dtype=torch.long, device=device)
-    mask = torch.zeros((n, t_width), dtype=torch.bool, device=device)
-    # Row r's completion token j is predicted at combined index len(rest_r) + j of [prefix_last | row tokens].
-    src = torch.zeros((n, t_width), dtype=torch.long, device=device)
+    if t_width == 0:
+        empty = torch.zeros((n, 0), device=device)
+        mask = torch.zeros((n, 0), dtype=torch.bool, device=device)
+        return (empty, mask, empty.clone()) if return_entropy else (empty, mask)
+    # Rows as [left-padded rest of the prompt | right-padded completion], so every completion starts at column
+    # r_width and only the completion columns go through the LM head (`logits_to_keep`): a multi-turn row's
+    # rest is its whole history, and its [rest, V] logits were most of the pass's memory and a fifth of its
+    # compute (docs/benchmarks.md).
+    ids = torch.full((n, r_width + t_width), pad_token_id, dtype=torch.long, device="cpu")
+    attn = torch.zeros((n, r_width + t_width), dtype=torch.long, device="cpu")
+    targets = torch.full((n, t_width), pad_token_id, dtype=torch.long, device="cpu")
     for r, (rest, comp) in enumerate(zip(rests, completion_ids_list, strict=True)):
         row = rest + comp
         if row:
-            ids[r, : len(row)] = torch.tensor(row, dtype=torch.long, device=device)
-            attn[r, : len(row)] = 1
+            start_col = r_width - len(rest)
+            ids[r, start_col : start_col + len(row)] = torch.tensor(row, dtype=torch.long)
+            attn[r, start_col : start_col + len(row)] = 1
         if comp:
-            targets[r, : len(comp)] = torch.tensor(comp, dtype=torch.long, device=device)
-            mask[r, : len(comp)] = True
-        src[r] = len(rest) + torch.arange(t_width, device=device)
-    if t_width == 0:
-        empty = torch.zeros((n, 0), device=device)
-        return (empty, mask, empty.clone()) if return_entropy else (empty, mask)
+            targets[r, : len(comp)] = torch.tensor(comp, dtype=torch.long)
+    ids, attn, targets = ids.to(device), attn.to(device), targets.to(device)
+    mask = attn[:, r_width:].bool()
     cache_kw = "cache" if "cache" in base_forward_params(model) else "past_key_values"
     cache, head = (prefix.cache(), None) if prefix is not None else (None, None)
     if p > start:  # the common prefix (after the batch's), once
@@ -235,19 +238,29 @@ def shared_prefix_logprobs(
             logits_to_keep=1,
             **given,
         )
-        cache, head = cache_of(first), first.logits[:, -1:, :]
+        cache, head = cache_of(first), first.logits[0, -1:, :]  # [1, V]: predicts a row's first own token
     cache.batch_repeat_interleave(n)
     full_attn = torch.cat([torch.ones((n, p), dtype=torch.long, device=device), attn], dim=-1)
-    positions = torch.arange(p, p + ids.shape[1], device=device).expand(n, -1)
-    rest_out = model(
-        input_ids=ids, attention_mask=full_attn, position_ids=positions, use_cache=True, **{cache_kw: cache}
-    )
-    if head is None:  # nothing ran after the batch's prefix: every row has prompt tokens of its own
-        combined, src = rest_out.logits, src - 1
-    else:
-        combined = torch.cat([head.expand(n, 1, -1), rest_out.logits], dim=1)
-    src = src.clamp(max=combined.shape[1] - 1)  # padded positions point anywhere valid; masked below
-    return token_logprobs([combined[r, src[r]] for r in range(n)], targets, mask, temperature, return_entropy)
+    positions = p + (attn.cumsum(-1) - 1).clamp(min=0)  # real tokens at p, p+1, ...; pads anywhere valid
+    # Column r_width - 1 + j predicts completion token j: the last rest column, then the completion's.
+    keep = t_width + 1 if r_width else t_width
+    out = model(
+        input_ids=ids,
+        attention_mask=full_attn,
+        position_ids=positions,
+        use_cache=True,
+        logits_to_keep=keep,
+        **{cache_kw: cache},
+    ).logits
+    rows = []
+    for r, rest in enumerate(rests):
+        if r_width == 0:  # no row has a prompt token of its own: the prefix's last logits predict token 0
+            rows.append(torch.cat([head, out[r, : t_width - 1]]))
+        elif not rest:  # this row's column r_width - 1 is padding: the prefix's last logits predict token 0
+            rows.append(torch.cat([head, out[r, 1:t_width]]))
+        else:
+            rows.append(out[r, :t_width])
+    return token_logprobs(rows, targets, mask, temperature, return_entropy)
 
 
 def sequence_logprobs(

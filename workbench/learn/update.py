@@ -26,6 +26,7 @@ import torch
 from workbench.config import Config
 from workbench.learn import grpo
 from workbench.learn.logprobs import BatchPrefix, batch_prefix, sequence_logprobs
+from workbench.rollout.prompt import common_prefix_len
 from workbench.rollout.runner import Rollout
 
 # prompt ids, completion ids, advantage, sampling logps, and the row's weight: 0 for a row without loss
@@ -53,10 +54,27 @@ def truncated_is_weights(
 
 
 def _chunks(items: list[Item], size: int) -> list[list[Item]]:
-    """Micro-batches for the update, in step order: a group's samples sit together, and every prompt of a
-    step starts with the same harness, which runs once for all the micro-batches (`BatchPrefix`); what a
-    micro-batch's prompts share beyond it runs once per micro-batch."""
-    return [items[i : i + size] for i in range(0, len(items), size)]
+    """Micro-batches for the update: of two orders, the one that runs fewer padded token positions.
+
+    Step order keeps a group's samples together, so what they share beyond the harness (their whole prompt,
+    single-turn) runs once per micro-batch. By prompt length (equal prompts still adjacent) suits multi-turn
+    rows, whose histories run from a few tokens to hundreds: mixed in step order, every row of a micro-batch
+    is padded to its longest (2.3x the real tokens on one stored agent step, docs/benchmarks.md). Every
+    prompt of a step starts with the same harness, which runs once for all the micro-batches
+    (`BatchPrefix`). The loss is a sum over micro-batches, so the order changes only float rounding."""
+    step_order = [items[i : i + size] for i in range(0, len(items), size)]
+    by_length = sorted(items, key=lambda it: (len(it[0]), it[0], len(it[1])))
+    by_length_chunks = [by_length[i : i + size] for i in range(0, len(by_length), size)]
+    return min(step_order, by_length_chunks, key=padded_positions)
+
+
+def padded_positions(chunks: list[list[Item]]) -> int:
+    """Token positions the micro-batches run beyond what each one's prompts share: rows x the longest row."""
+    total = 0
+    for ch in chunks:
+        shared = common_prefix_len([it[0] for it in ch])
+        total += len(ch) * max(len(it[0]) - shared + len(it[1]) for it in ch)
+    return total
 
 
 def _padded(rows: list[list[float]], like: torch.Tensor) -> torch.Tensor:
