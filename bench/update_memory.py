@@ -1,10 +1,11 @@
 """One stored GRPO step's update, replayed from its token traces: peak memory and time, source trees side by side.
 
-The multi-step family's update peaked at ~15 GB on a 24 GiB box (docs/results.md, issue 35): its rows are
-turns of long episodes, each with its own history after the shared harness. This replays the update a stored
-step actually ran (its rows with an advantage, every turn's prompt and completion ids from `token_trace`, the
-run's own config), one fresh process per measurement, so each peak RSS is that update's alone. Trees
-alternate in one run (a before/after pair is two checkouts of the repository).
+The multi-step family's update peaked at ~15 GB on a 24 GiB box (docs/results.md, issue 35): its episodes
+are long, each with its own history after the shared harness. This replays the update a stored step actually
+ran (its episodes with an advantage, every turn's prompt and completion ids from `token_trace`, made into
+rows by the tree's own `update_items` under the run's config), one fresh process per measurement, so each
+peak RSS is that update's alone. Trees alternate in one run (a before/after pair is two checkouts of the
+repository).
 
     .venv/bin/python bench/update_memory.py DB [--step 1] [--tree PATH ...] [--reps 2] [--micro-batch 16]
 
@@ -15,13 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 HERE = Path(__file__).resolve().parent.parent
 
@@ -34,7 +35,7 @@ def child(db_path: str, step: int, micro_batch: int) -> None:
     import store
     from store import trajectories
     from workbench.config import config_from_dict
-    from workbench.learn.update import policy_update
+    from workbench.learn.update import policy_update, update_items
     from workbench.models import load_policy
 
     db = store.open_db(db_path)
@@ -49,15 +50,19 @@ def child(db_path: str, step: int, micro_batch: int) -> None:
     ]
     if not ids:
         raise SystemExit(f"{db_path}: no rows with an advantage at step {step}")
-    items, n_seqs = [], 0
+    episodes = []  # (rollout, advantage) as the trainer hands them to `update_items`, from the stored traces
     for tid in ids:
         row = trajectories.get_trajectory(db, tid)
-        segs = [s for s in row["token_trace"] or [] if s["completion_ids"]]
-        n_seqs += 1
-        ep_tokens = sum(len(s["completion_ids"]) for s in segs)
-        for s in segs:
-            w = len(s["completion_ids"]) / ep_tokens
-            items.append((s["prompt_ids"], s["completion_ids"], row["advantage"], s["logprobs"], w))
+        segs = [
+            SimpleNamespace(
+                prompt_ids=s["prompt_ids"],
+                completion=SimpleNamespace(token_ids=s["completion_ids"], logprobs=s["logprobs"]),
+            )
+            for s in row["token_trace"] or []
+        ]
+        episodes.append((SimpleNamespace(segments=segs, truncated=bool(row["truncated"])), row["advantage"]))
+    items, n_seqs = update_items(episodes, cfg)
+    turns = sum(len(ep.segments) for ep, _ in episodes)
     policy = load_policy(
         cfg.model,
         adapter=cfg.adapter,
@@ -79,9 +84,12 @@ def child(db_path: str, step: int, micro_batch: int) -> None:
         json.dumps(
             {
                 "episodes": len(ids),
+                "turns": turns,
                 "rows": len(items),
                 "prompt_tokens_max": max(len(it[0]) for it in items),
                 "completion_tokens": sum(len(it[1]) for it in items),
+                "update_tokens": out.get("update_tokens"),
+                "grad_norm": out.get("grad_norm"),
                 "loaded_mb": loaded_kb / 1024,
                 "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                 "seconds": seconds,
@@ -119,16 +127,16 @@ def main() -> None:
             runs[tree].append(json.loads(done.stdout.strip().splitlines()[-1]))
     first = runs[trees[0]][0]
     print(
-        f"{args.db} step {args.step}: {first['episodes']} episodes, {first['rows']} rows (turns), longest prompt"
-        f" {first['prompt_tokens_max']} tokens, {first['completion_tokens']} completion tokens; micro-batch"
-        f" {args.micro_batch}"
+        f"{args.db} step {args.step}: {first['episodes']} episodes with an advantage; micro-batch {args.micro_batch}"
     )
     for tree, rs in runs.items():
         peak = statistics.median(r["peak_mb"] for r in rs)
         sec = statistics.median(r["seconds"] for r in rs)
         print(
-            f"{tree}: peak RSS median {peak:.0f} MB (after load {rs[0]['loaded_mb']:.0f} MB), update median"
-            f" {sec:.1f} s, runs {[round(r['seconds'], 1) for r in rs]}, loss {[r['loss'] for r in rs]}"
+            f"{tree}: {rs[0]['rows']} rows, longest prompt {rs[0]['prompt_tokens_max']}, completion positions"
+            f" {rs[0]['completion_tokens']} (trained {rs[0].get('update_tokens')}); peak RSS median {peak:.0f} MB"
+            f" (after load {rs[0]['loaded_mb']:.0f} MB), update median {sec:.1f} s, runs"
+            f" {[round(r['seconds'], 1) for r in rs]}, grad norm {[r.get('grad_norm') for r in rs]}"
         )
     print(json.dumps(runs))
 

@@ -343,8 +343,14 @@ def test_later_turns_continue_from_the_sampled_ids(template, call):
     assert rerendered != second.prompt_ids
     assert tok.decode(rerendered) == tok.decode(second.prompt_ids)  # ... for the very same text
     # and the update trains on exactly the sampled ids, with the prompt that was sampled from
-    items, _ = update_items([(r, 1.0)], config_from_dict({}))
-    assert [(it[0], it[1]) for it in items] == [(s.prompt_ids, s.completion.token_ids) for s in r.segments]
+    # (the episode as one row: the first prompt, then every later id, the sampled ones trained)
+    ((prompt, completion, _a, _lp, _w, trained),), _ = update_items([(r, 1.0)], config_from_dict({}))
+    assert (
+        prompt == first.prompt_ids and prompt + completion == second.prompt_ids + second.completion.token_ids
+    )
+    assert [c for c, t in zip(completion, trained, strict=True) if t] == sampled + second.completion.token_ids
+    turns, _ = update_items([(r, 1.0)], config_from_dict({"multi_turn_weighting": "turn"}))
+    assert [(it[0], it[1]) for it in turns] == [(s.prompt_ids, s.completion.token_ids) for s in r.segments]
     assert r.output.messages[2]["role"] == "tool" and r.output.tool_calls[0].name == "calendar.list_events"
 
 

@@ -221,10 +221,10 @@ def shared_prefix_logprobs(
         row = rest + comp
         if row:
             start_col = r_width - len(rest)
-            ids[r, start_col : start_col + len(row)] = torch.tensor(row, dtype=torch.long)
+            ids[r, start_col : start_col + len(row)] = torch.tensor(row, dtype=torch.long, device="cpu")
             attn[r, start_col : start_col + len(row)] = 1
         if comp:
-            targets[r, : len(comp)] = torch.tensor(comp, dtype=torch.long)
+            targets[r, : len(comp)] = torch.tensor(comp, dtype=torch.long, device="cpu")
     ids, attn, targets = ids.to(device), attn.to(device), targets.to(device)
     mask = attn[:, r_width:].bool()
     cache_kw = "cache" if "cache" in base_forward_params(model) else "past_key_values"

@@ -1,4 +1,4 @@
-"""The policy update of one GRPO step: the scored episodes' turns as rows, then `num_iterations` optimizer
+"""The policy update of one GRPO step: the scored episodes as rows, then `num_iterations` optimizer
 steps over them, micro-batched and exactly normalised (the trainer decides what is kept and when).
 
 Without a KL term a row whose advantage is 0 (every member of a zero-variance group) has loss 0 and gradient
@@ -6,13 +6,14 @@ Without a KL term a row whose advantage is 0 (every member of a zero-variance gr
 gradient is the whole batch's. Late in a run most groups are such (all 1.0). The per-token metrics
 (entropy, clip ratios) are then over the rows that carry gradient.
 
-Each assistant turn is a row. With `multi_turn_weighting: episode` an episode's turns weigh as one sequence,
-as TRL's single masked sequence would: grpo weights each turn's token mean by its share of the episode's
-tokens, and grpo and dr_grpo count episodes, not turns (token-level dapo and bnpo are the same either way);
-`turn` weighs each turn as a sequence. Single-turn runs are identical. With `mask_truncated_completions` a
-truncated episode has no loss and no pass: it still counts as a sequence (as in TRL) but its tokens are out
-of the token normalisers. A non-finite gradient norm skips that optimizer step (the gradients are dropped)
-and is counted in `skipped_nonfinite_grad`.
+With `multi_turn_weighting: episode` an episode's turns weigh as one sequence, as TRL's single masked sequence
+would: grpo takes the token mean over the whole episode, and grpo and dr_grpo count episodes, not turns
+(token-level dapo and bnpo are the same either way). An episode is then one row, its sampled turns trained and
+the tool results between them masked (`episode_row`), so its history runs once, not once a turn; with `turn`
+(or sequence-level ratios) each assistant turn is a row and weighs as a sequence. Single-turn runs are
+identical. With `mask_truncated_completions` a truncated episode has no loss and no pass: it still counts as a
+sequence (as in TRL) but its tokens are out of the token normalisers. A non-finite gradient norm skips that
+optimizer step (the gradients are dropped) and is counted in `skipped_nonfinite_grad`.
 """
 
 from __future__ import annotations
@@ -29,9 +30,29 @@ from workbench.learn.logprobs import BatchPrefix, batch_prefix, sequence_logprob
 from workbench.rollout.prompt import common_prefix_len
 from workbench.rollout.runner import Rollout
 
-# prompt ids, completion ids, advantage, sampling logps, and the row's weight: 0 for a row without loss
-# (overlong filtering), else 1, or its share of the episode's tokens (multi-turn, episode weighting, grpo)
-Item = tuple[list[int], list[int], float, list[float], float]
+# prompt ids, completion ids, advantage, sampling logps, the row's weight (0 for a row without loss (overlong
+# filtering), else 1, or its share of the episode's tokens (multi-turn, episode weighting, grpo, turns as rows)),
+# and optionally which completion positions are trained: a whole episode as one row (`episode_row`) also holds
+# the tool results and turn templates between its sampled turns, which carry no loss.
+Item = (
+    tuple[list[int], list[int], float, list[float], float]
+    | tuple[list[int], list[int], float, list[float], float, list[bool]]
+)
+
+# Padded token positions one micro-batch may run (rows x longest row past their shared prompt), besides its row
+# cap: single-turn steps stay far below it (16 rows x ~80 positions); an agent step's long histories would
+# otherwise run 16 x ~550, and the activations the backward keeps grow with the positions (docs/benchmarks.md).
+POSITION_BUDGET = 4096
+
+
+def trained_mask(item: Item) -> list[bool] | None:
+    """Which completion positions carry loss; None when all do."""
+    return item[5] if len(item) > 5 else None  # type: ignore[misc]
+
+
+def trained_tokens(item: Item) -> int:
+    mask = trained_mask(item)
+    return len(item[1]) if mask is None else sum(mask)
 
 
 def truncated_is_weights(
@@ -53,19 +74,41 @@ def truncated_is_weights(
     return ratio.clamp(max=cap) * mask, metrics
 
 
-def _chunks(items: list[Item], size: int) -> list[list[Item]]:
-    """Micro-batches for the update: of two orders, the one that runs fewer padded token positions.
+def _chunks(items: list[Item], size: int, budget: int = POSITION_BUDGET) -> list[list[Item]]:
+    """Micro-batches for the update: of three orders, the one that runs fewest padded token positions, each
+    micro-batch at most `size` rows and (unless one row alone is more) `budget` padded positions.
 
-    Step order keeps a group's samples together, so what they share beyond the harness (their whole prompt,
-    single-turn) runs once per micro-batch. By prompt length (equal prompts still adjacent) suits multi-turn
-    rows, whose histories run from a few tokens to hundreds: mixed in step order, every row of a micro-batch
-    is padded to its longest (2.3x the real tokens on one stored agent step, docs/benchmarks.md). Every
-    prompt of a step starts with the same harness, which runs once for all the micro-batches
-    (`BatchPrefix`). The loss is a sum over micro-batches, so the order changes only float rounding."""
-    step_order = [items[i : i + size] for i in range(0, len(items), size)]
-    by_length = sorted(items, key=lambda it: (len(it[0]), it[0], len(it[1])))
-    by_length_chunks = [by_length[i : i + size] for i in range(0, len(by_length), size)]
-    return min(step_order, by_length_chunks, key=padded_positions)
+    Step order keeps a group's samples together: a micro-batch of one group runs their shared prompt once (a
+    micro-batch shares only what all its prompts share). Multi-turn rows differ in length by hundreds of
+    tokens: turns as rows by their history, whole episodes as rows (which share their first prompt) by their
+    turns. Mixed in step order, every row of a micro-batch is padded to its longest (2.3x the real tokens on
+    one stored agent step, docs/benchmarks.md). Every prompt of a step starts with the same harness, which runs
+    once for all the micro-batches (`BatchPrefix`). The loss is a sum over micro-batches, so the order changes
+    only float rounding."""
+    orders = (
+        items,
+        sorted(items, key=lambda it: (len(it[0]), it[0], len(it[1]))),  # turns as rows: by history
+        sorted(items, key=lambda it: (len(it[0]) + len(it[1]), it[0])),  # episodes as rows: by episode length
+    )
+    return min((_fill(order, size, budget) for order in orders), key=padded_positions)
+
+
+def _fill(order: list[Item], size: int, budget: int) -> list[list[Item]]:
+    """Consecutive rows of `order` into micro-batches, each closed before a row would break its caps."""
+    chunks: list[list[Item]] = []
+    chunk: list[Item] = []
+    shared = longest = 0  # the chunk's common prompt prefix, its longest prompt + completion
+    for it in order:
+        total = len(it[0]) + len(it[1])
+        if chunk:
+            s = min(shared, common_prefix_len([chunk[0][0], it[0]]))
+            if len(chunk) < size and (len(chunk) + 1) * (max(longest, total) - s) <= budget:
+                chunk.append(it)
+                shared, longest = s, max(longest, total)
+                continue
+            chunks.append(chunk)
+        chunk, shared, longest = [it], len(it[0]), total
+    return chunks + [chunk] if chunk else chunks
 
 
 def padded_positions(chunks: list[list[Item]]) -> int:
@@ -77,6 +120,18 @@ def padded_positions(chunks: list[list[Item]]) -> int:
     return total
 
 
+def _trained(chunk: list[Item], mask: torch.Tensor) -> torch.Tensor:
+    """The log-prob pass's mask of real completion tokens [N, T], less the positions that carry no loss."""
+    masks = [trained_mask(it) for it in chunk]
+    if all(m is None for m in masks):
+        return mask
+    keep = torch.ones_like(mask)
+    for i, m in enumerate(masks):
+        if m is not None:
+            keep[i, : len(m)] = torch.tensor(m, dtype=torch.bool, device=mask.device)
+    return mask & keep
+
+
 def _padded(rows: list[list[float]], like: torch.Tensor) -> torch.Tensor:
     """Per-token values right-padded with 0 to `like`'s [N, T] (the completion layout of the log-prob pass)."""
     out = torch.zeros_like(like, dtype=like.dtype)
@@ -86,8 +141,12 @@ def _padded(rows: list[list[float]], like: torch.Tensor) -> torch.Tensor:
 
 
 def update_items(episodes: Sequence[tuple[Rollout, float | None]], cfg: Config) -> tuple[list[Item], int]:
-    """(the rows of the episodes that have an advantage, the sequence count grpo and dr_grpo average over)."""
+    """(the rows of the episodes that have an advantage, the sequence count grpo and dr_grpo average over).
+
+    With episode weighting and token-level ratios, a multi-turn episode is one row (`episode_row`): the same
+    loss as its turns as rows, for one pass over its history instead of one a turn."""
     by_episode = cfg.multi_turn_weighting == "episode"
+    whole = by_episode and cfg.importance_sampling_level == "token"
     items: list[Item] = []
     n_seqs = 0
     for rollout, a in episodes:
@@ -98,12 +157,42 @@ def update_items(episodes: Sequence[tuple[Rollout, float | None]], cfg: Config) 
             continue
         n_seqs += 1 if by_episode else len(segs)
         masked = cfg.mask_truncated_completions and rollout.truncated
+        row = episode_row(segs) if whole and len(segs) > 1 else None
+        if row is not None:
+            prompt, completion, logps, trained = row
+            items.append((prompt, completion, a, logps, 0.0 if masked else 1.0, trained))
+            continue
         ep_tokens = sum(len(seg.completion.token_ids) for seg in segs)
         for seg in segs:
             ids = seg.completion.token_ids
             w = 0.0 if masked else (len(ids) / ep_tokens if by_episode and cfg.loss_type == "grpo" else 1.0)
             items.append((seg.prompt_ids, ids, a, seg.completion.logprobs, w))
     return items, n_seqs
+
+
+def episode_row(segments: Sequence[Any]) -> tuple[list[int], list[int], list[float], list[bool]] | None:
+    """A multi-turn episode as one row: (first turn's prompt, everything after it up to the last completion,
+    sampling log-probs there (0 between turns), which positions were sampled), or None when a turn's prompt
+    does not continue the one before it (its prompt + completion), where the turns stay rows of their own.
+
+    The same maths as a row a turn: a causal model's logits at a position depend on the ids before it alone,
+    and each turn's prompt is exactly those ids. Under grpo's episode weighting a turn's token mean weighs
+    its share of the episode's tokens, so the turns sum to the episode's token mean: this row's (weight 1);
+    the token-level losses (dapo, bnpo, dr_grpo) sum tokens either way."""
+    first = list(segments[0].prompt_ids)
+    seq = list(first)
+    logps: list[float] = []
+    trained: list[bool] = []
+    for seg in segments:
+        prompt = seg.prompt_ids
+        if len(prompt) < len(seq) or list(prompt[: len(seq)]) != seq:
+            return None
+        between = list(prompt[len(seq) :])  # the tool results and the next turn's template
+        ids = list(seg.completion.token_ids)
+        seq += between + ids
+        logps += [0.0] * len(between) + [float(x) for x in seg.completion.logprobs]
+        trained += [False] * len(between) + [True] * len(ids)
+    return first, seq[len(first) :], logps, trained
 
 
 def policy_update(
@@ -131,8 +220,8 @@ def policy_update(
     counts = [
         len(live),
         len(nonzero),
-        sum(len(it[1]) for it in live),
-        sum(len(it[1]) for it in nonzero),
+        sum(trained_tokens(it) for it in live),
+        sum(trained_tokens(it) for it in nonzero),
         n_seqs,
     ]
     if sync is not None:
@@ -181,6 +270,7 @@ def policy_update(
         prefix = shared(model)
         for j, ch in enumerate(chunks):
             logps, mask, ent = logprobs(model, ch, entropy=True, prefix=prefix)
+            mask = _trained(ch, mask)
             adv = torch.tensor([it[2] for it in ch], dtype=logps.dtype, device=logps.device)
             seq_w = (
                 None
