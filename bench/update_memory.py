@@ -63,6 +63,7 @@ def child(db_path: str, step: int, micro_batch: int) -> None:
         episodes.append((SimpleNamespace(segments=segs, truncated=bool(row["truncated"])), row["advantage"]))
     items, n_seqs = update_items(episodes, cfg)
     turns = sum(len(ep.segments) for ep, _ in episodes)
+    # load_policy spelled out as the trainer calls it: the tree under test may be older than any helper
     policy = load_policy(
         cfg.model,
         adapter=cfg.adapter,
