@@ -22,6 +22,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
+from screens import heap
 from screens.command_tracker import CommandTracker
 from screens.dashboard import DashboardScreen
 from screens.evals_screen import EvalsScreen
@@ -128,6 +129,8 @@ class WorkbenchApp(App[None]):
         self.stop_chosen = False
         self.worker_pid: int | None = None
         self._state: RunState | None = None
+        self._resetting = False  # between dropping the screens of one run and showing the next
+        self._settle_queued = False  # a heap.settle waits for the next paint
 
     # ---- lifecycle -----------------------------------------------------------------------------------
 
@@ -147,16 +150,39 @@ class WorkbenchApp(App[None]):
         self._state = None
         self.call_later(self._reset_to, DashboardScreen())
 
+    def on_dashboard_screen_loaded(self, message: DashboardScreen.Loaded) -> None:
+        self._settle_heap()
+
+    def _settle_heap(self) -> None:
+        # A run's first load made the objects the app keeps: freeze them, after this paint, and not while the
+        # screens of the run before are being dropped (screens/heap.py).
+        screen = self.screen
+        busy = heap.settled() or self._resetting or self._settle_queued
+        if not busy and isinstance(screen, DashboardScreen) and screen.loaded:
+            self._settle_queued = True
+            self.call_after_refresh(self._settle_now)
+
+    def _settle_now(self) -> None:
+        self._settle_queued = False
+        if not (heap.settled() or self._resetting):
+            heap.settle()
+
     def show_runs(self) -> None:
         self.call_later(self._reset_to, RunsScreen())
 
     async def _reset_to(self, screen: Screen) -> None:
-        while len(self.screen_stack) > 2:
-            await self.pop_screen()
-        if len(self.screen_stack) == 2:
-            await self.switch_screen(screen)
-        else:
-            await self.push_screen(screen)
+        self._resetting = True
+        heap.release()  # the screens about to go must be collectable
+        try:
+            while len(self.screen_stack) > 2:
+                await self.pop_screen()
+            if len(self.screen_stack) == 2:
+                await self.switch_screen(screen)
+            else:
+                await self.push_screen(screen)
+        finally:
+            self._resetting = False
+        self._settle_heap()  # the new dashboard may have loaded before the old screens were gone
 
     def state(self) -> RunState | None:
         """The run's status and worker liveness now, on the app's clock (tests freeze it)."""
