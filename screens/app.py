@@ -156,9 +156,9 @@ class WorkbenchApp(App[None]):
     def _settle_heap(self) -> None:
         # A run's first load made the objects the app keeps: freeze them, after this paint, and not while the
         # screens of the run before are being dropped (screens/heap.py).
-        screen = self.screen
+        dash = next((s for s in self.screen_stack if isinstance(s, DashboardScreen)), None)
         busy = heap.settled() or self._resetting or self._settle_queued
-        if not busy and isinstance(screen, DashboardScreen) and screen.loaded:
+        if not busy and dash is not None and dash.loaded:  # another screen may be open over it
             self._settle_queued = True
             self.call_after_refresh(self._settle_now)
 
