@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/ui_latency.py [--presses 40] [--size 200x50] [--no-worker] [--json out.json]
     .venv/bin/python bench/ui_latency.py --writer 5000 [--presses 40]    # a fast writer, no model
+    .venv/bin/python bench/ui_latency.py --attach RUN.db [--presses 40]  # beside a run already training
 
 Starts the embedded demo's worker (SmolLM2-135M on both cores), opens `workbench tui` in a detached tmux
 session of the given size, and once the worker is training (its first SFT step is stored) sends keys
@@ -15,6 +16,8 @@ tmux and the polling (a capture every ~10 ms: the resolution; polling faster ste
 `--no-worker` is the control: the same presses with no worker running (the UI on a quiet machine).
 Goal: p95 < 100 ms while the worker trains.
 
+`--attach DB` opens the UI on a run that some other process is training now (`workbench train`, say): nothing is
+started, and that worker is left running when the bench ends; its CPU use is not read.
 `--writer ROWS_PER_S` needs no model: a synthetic run (its tasks and a few thousand rows already there) is
 written by another process posing as its worker (it holds the run's lock and heartbeats) that inserts
 trajectory rows at that rate through the store's own batch insert, ten batches a second, a step's metrics row
@@ -198,6 +201,7 @@ def main() -> None:
     )
     ap.add_argument("--step-rows", type=int, default=512, help="--writer: rows a step")
     ap.add_argument("--tasks", type=int, default=280, help="--writer: tasks of the synthetic run")
+    ap.add_argument("--attach", metavar="DB", help="a run another process is training now (its first run)")
     ap.add_argument("--json")
     args = ap.parse_args()
     if shutil.which("tmux") is None:
@@ -205,8 +209,10 @@ def main() -> None:
     cols, rows = args.size.split("x")
     bindir = Path(sys.executable).parent
     tmp = Path(tempfile.mkdtemp(prefix="wb-ui-bench-"))
-    db_path = tmp / "ui.db"
-    if args.writer is None:
+    db_path = Path(args.attach).resolve() if args.attach else tmp / "ui.db"
+    if args.attach:
+        pass  # its worker is someone else's: neither started nor stopped here
+    elif args.writer is None:
         subprocess.run(
             [bindir / "workbench", "demo", "--headless", "--db", str(db_path)], check=True, cwd=tmp
         )
@@ -246,7 +252,7 @@ def main() -> None:
                 ]
             ).pid
             time.sleep(5)  # the writer at its pace, the UI's feed caught up with (or skipping) its backlog
-        else:
+        elif not args.attach:
             worker_pid = int(
                 subprocess.run(
                     ["pgrep", "-f", f"workbench.worker --db {db_path}"], capture_output=True, text=True
@@ -295,6 +301,7 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d"),
         "size": args.size,
         "worker": not args.no_worker,
+        "attached_to": args.attach,
         "writer_rows_per_s": args.writer,
         "worker_cpu_cores": round(cpu, 2),
         "trajectories_written_during": traj,

@@ -18,6 +18,7 @@ from typing import Any
 from textual import work
 from textual.app import App
 from textual.binding import Binding
+from textual.driver import Driver
 from textual.message import Message
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
@@ -25,6 +26,7 @@ from textual.worker import Worker, WorkerState
 from screens import heap
 from screens.command_tracker import CommandTracker
 from screens.dashboard import DashboardScreen
+from screens.driver import prompt_escape
 from screens.evals_screen import EvalsScreen
 from screens.events_screen import EventsScreen
 from screens.help_screen import HelpScreen
@@ -133,6 +135,9 @@ class WorkbenchApp(App[None]):
         self._settle_queued = False  # a heap.settle waits for the next paint
 
     # ---- lifecycle -----------------------------------------------------------------------------------
+
+    def get_driver_class(self) -> type[Driver]:
+        return prompt_escape(super().get_driver_class())  # a lone Esc in ESCDELAY, not ~100 ms
 
     def on_mount(self) -> None:
         self.view = View.open(self.db_path)
