@@ -3,8 +3,9 @@
 A lone Esc may be the start of an escape sequence, so Textual's parser waits ESCDELAY (`workbench tui` sets 40 ms)
 for more input before it calls it a key. But the input thread checks that timeout only when its `select()` returns,
 and with nothing more typed that is after its fixed 0.1 s poll: every lone Esc took ~100 ms whatever ESCDELAY
-said (docs/benchmarks.md, "A lone Esc"). Here the input thread's selector polls at most every ESCDELAY / 2, so Esc
-counts within 1.5 x ESCDELAY; the idle thread wakes 50 times a second at 40 ms, one `select` call each.
+said (docs/benchmarks.md, "Full garbage collections and a lone Esc"). Here the input thread's selector polls
+at most every ESCDELAY / 2, so Esc counts within 1.5 x ESCDELAY; the idle thread wakes 50 times a second at
+40 ms, one `select` call each.
 The input thread builds its selector from the `selectors` module that linux_driver imported; that one name is
 pointed at a copy of the module whose SelectSelector caps the timeout (nothing else in Textual uses it).
 """

@@ -1,9 +1,10 @@
 """Keep CPython's full garbage collections off the key -> repaint path.
 
 Once a run's dashboard has loaded, the UI holds ~134k objects that live as long as it does (~92k of them from
-imports). CPython 3.11's generation-2 collection walks every one of them: 400-490 ms pauses beside a training
-worker, the tail of key -> repaint (docs/benchmarks.md, "Full garbage collections"). `gc.freeze()` moves them
-to a permanent generation that collections skip, so a full collection walks only what came after.
+imports). CPython 3.11's generation-2 collection walks every one of them: 316-490 ms pauses beside a training
+worker, the tail of key -> repaint (docs/benchmarks.md, "Full garbage collections and a lone Esc").
+`gc.freeze()` moves them to a permanent generation that collections skip, so a full collection walks only what
+came after.
 Frozen objects are never collected, so `release()` unfreezes before the app drops a dashboard for another
 run's (its widgets hold reference cycles that only the collector frees). A dropped screen that something still
 references when the next dashboard settles (Textual's contexts can keep a finished worker, and through its
