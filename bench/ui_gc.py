@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import gc
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -25,9 +24,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.ui_latency import summary  # noqa: E402 - the real-terminal bench's n / p50 / p95 / max, in ms
+
 
 def arm(frozen: bool, presses: int) -> dict:
-    """One app, `presses` opens and closes of the help screen; latencies in ms."""
+    """One app, `presses` opens and closes of the help screen; latencies and pauses in seconds."""
     import screens.heap as heap
     from screens.app import WorkbenchApp
     from screens.dashboard import DashboardScreen
@@ -45,7 +46,7 @@ def arm(frozen: bool, presses: int) -> dict:
         if phase == "start":
             started["t"] = time.perf_counter()
         elif "t" in started:
-            pauses.append(1000 * (time.perf_counter() - started.pop("t")))
+            pauses.append(time.perf_counter() - started.pop("t"))
 
     async def run() -> dict:
         fake = fake_copy(Path(tempfile.mkdtemp()) / "wb.db")
@@ -80,24 +81,12 @@ def arm(frozen: bool, presses: int) -> dict:
                         pilot, lambda cls=cls: any(s == cls.__name__ for _, s in shown), 10, name
                     )
                     first = next(x for x, s in shown if s == cls.__name__)
-                    found[name].append(1000 * (first - t))
+                    found[name].append(first - t)
                     await pilot.pause(0.2)
             gc.callbacks.remove(on_gc)
         return {**found, "gen2_pauses": pauses, "frozen_objects": gc.get_freeze_count()}
 
     return asyncio.run(run())
-
-
-def stats(xs: list[float]) -> dict:
-    xs = sorted(xs)
-    if not xs:
-        return {"n": 0}
-    return {
-        "n": len(xs),
-        "p50": round(statistics.median(xs), 1),
-        "p95": round(xs[int(0.95 * (len(xs) - 1))], 1),
-        "max": round(xs[-1], 1),
-    }
 
 
 def main() -> None:
@@ -124,7 +113,13 @@ def main() -> None:
             got = json.loads(out.strip().splitlines()[-1])
             for k in found[name]:
                 found[name][k] += got[k]
-    result = {a: {k: stats(v) for k, v in d.items()} for a, d in found.items()}
+    result = {
+        a: {
+            **{k: summary(v) if v else {"n": 0} for k, v in d.items()},
+            "all": summary(d["open"] + d["close"]),
+        }
+        for a, d in found.items()
+    }
     for a, d in result.items():
         print(a, json.dumps(d))
     if args.json:

@@ -204,20 +204,20 @@ def main() -> None:
     ap.add_argument("--attach", metavar="DB", help="a run another process is training now (its first run)")
     ap.add_argument("--json")
     args = ap.parse_args()
+    if args.attach and (args.writer is not None or args.no_worker):
+        ap.error("--attach uses the run's own worker: not with --writer or --no-worker")
     if shutil.which("tmux") is None:
         raise SystemExit("tmux is needed (apt-get install tmux)")
     cols, rows = args.size.split("x")
     bindir = Path(sys.executable).parent
     tmp = Path(tempfile.mkdtemp(prefix="wb-ui-bench-"))
     db_path = Path(args.attach).resolve() if args.attach else tmp / "ui.db"
-    if args.attach:
-        pass  # its worker is someone else's: neither started nor stopped here
-    elif args.writer is None:
+    if args.writer is not None:
+        synthetic_run(db_path, args.tasks, args.step_rows, steps=20)
+    elif not args.attach:  # an attached run's worker is someone else's: neither started nor stopped here
         subprocess.run(
             [bindir / "workbench", "demo", "--headless", "--db", str(db_path)], check=True, cwd=tmp
         )
-    else:
-        synthetic_run(db_path, args.tasks, args.step_rows, steps=20)
     db = store.open_db(db_path)
     run_id = store.runs.list_runs(db)[0]["id"]
     subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True)
