@@ -221,9 +221,8 @@ def main() -> None:
     db = store.open_db(db_path)
     run_id = store.runs.list_runs(db)[0]["id"]
     subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True)
-    env = (
-        f"PYTHONPATH={os.environ['PYTHONPATH']} " if os.environ.get("PYTHONPATH") else ""
-    )  # a tree to compare
+    # a tree to compare (PYTHONPATH) and an escape delay to compare (ESCDELAY), passed to the UI in tmux
+    env = "".join(f"{k}={os.environ[k]} " for k in ("PYTHONPATH", "ESCDELAY") if os.environ.get(k))
     tmux(
         "new-session",
         "-d",
@@ -238,6 +237,7 @@ def main() -> None:
     worker_pid = None
     try:
         wait_for(lambda s: "Curves:" in s, 60)
+        time.sleep(2.0)  # the dashboard's first load (in a thread) lands after its first paint
         if args.writer is not None:
             # Rate 0 too: the idle control's run is as live (lock, heartbeat, status) as the written one.
             worker_pid = subprocess.Popen(
@@ -273,16 +273,18 @@ def main() -> None:
             time.sleep(5)
         cpu0, wall0 = (cpu_seconds(worker_pid) if worker_pid else 0.0), time.time()
         traj0 = store.trajectories.count_trajectories(db, run_id)
-        # The curves pane's title says "(k/N)": read where it is and how many there are (N grows with the UI).
-        m = re.search(r"Curves: .*?\((\d+)/(\d+)\)", screen())
-        if m is None:
-            raise SystemExit(f"no curves title on screen:\n{screen()}")
-        curve, n_curves = int(m.group(1)), int(m.group(2))
         lat: dict[str, list[float]] = {"next curve ]": [], "open help ?": [], "close help esc": []}
         try:
             for _ in range(args.presses):
-                curve = curve % n_curves + 1
-                lat["next curve ]"].append(press("]", lambda s, c=curve: f"({c}/{n_curves})" in s))
+                # The curves pane's title says "(k/N)": read where it is before each press. (Read once at the
+                # start, a title drawn before the dashboard's first load was wrong by one: the load picks the
+                # SFT loss curve until the user picks one.)
+                m = re.search(r"Curves: .*?\((\d+)/(\d+)\)", screen())
+                if m is None:
+                    raise SystemExit(f"no curves title on screen:\n{screen()}")
+                n_curves = int(m.group(2))
+                due = f"({int(m.group(1)) % n_curves + 1}/{n_curves})"
+                lat["next curve ]"].append(press("]", lambda s, due=due: due in s))
                 lat["open help ?"].append(press("?", lambda s: HELP_MARK in s))
                 lat["close help esc"].append(press("Escape", lambda s: HELP_MARK not in s))
                 time.sleep(0.05)

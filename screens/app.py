@@ -139,6 +139,15 @@ class WorkbenchApp(App[None]):
     def get_driver_class(self) -> type[Driver]:
         return prompt_escape(super().get_driver_class())  # a lone Esc in ESCDELAY, not ~100 ms
 
+    @property
+    def _background_screens(self) -> list[Screen]:
+        # Textual counts the screen under the top one as visible even when the top one is opaque (the help
+        # screen): the hidden dashboard then keeps laying out and hands its repaints up, and an open of the
+        # help took three full 200x50 repaints instead of one (docs/benchmarks.md).
+        if self._screen_stack and self.screen.styles.background.a == 1:
+            return []
+        return super()._background_screens
+
     def on_mount(self) -> None:
         self.view = View.open(self.db_path)
         if self.run_id is not None:

@@ -77,6 +77,32 @@ async def test_tables_hold_their_columns_across_resizes(fake):
         assert seen[80] == 31 and seen[200] == 51 and seen[120] == 24
 
 
+async def test_a_resize_under_the_help_screen_lays_the_dashboard_out_when_it_closes(fake):
+    """The opaque help hides the dashboard, so the dashboard is not laid out (nor repainted) under it; a see-through
+    modal keeps it visible. A resize while help is open reaches the dashboard's tables when help closes."""
+    from screens.help_screen import HelpScreen
+    from screens.modals import TextScreen
+
+    app = WorkbenchApp(fake.db_path, poll_s=0.1)
+    async with app.run_test(size=(200, 50)) as pilot:
+        dash = await open_dashboard(pilot)
+        app.push_screen(TextScreen("see-through", "the dashboard shows around it"))
+        await pilot.pause(0.1)
+        assert dash.is_current
+        await pilot.press("escape")
+        await pilot.press("question_mark")
+        await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
+        assert not dash.is_current
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause(0.3)
+        await pilot.press("escape")
+        dash = await settle(pilot, 80, 24)
+        assert dash.size.width == 80
+        table = dash.query_one(TasksPane).query_one(DataTable)
+        check_table(table, TASKS_HEADER)
+        assert table.ordered_columns[0].width == 31  # as after a resize with nothing over the dashboard
+
+
 async def test_curves_x_axis_ticks_are_whole_steps(fake):
     app = WorkbenchApp(fake.db_path, poll_s=0.1)
     async with app.run_test(size=(200, 50)) as pilot:

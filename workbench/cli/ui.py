@@ -17,9 +17,10 @@ def demo_config_path() -> Path:
 
 def _quick_escape() -> None:
     """A lone Esc waits ESCDELAY ms for the rest of a possible escape sequence before it counts as a key:
-    Textual's 100 ms default was a third of the Esc-to-repaint time (bench/ui_latency.py). 40 ms still
-    covers a sequence split across packets on a LAN or a local terminal; set ESCDELAY for a slow link."""
-    os.environ.setdefault("ESCDELAY", "40")
+    Textual's 100 ms default was a third of the Esc-to-repaint time (bench/ui_latency.py). A terminal writes
+    a key's whole sequence at once, so 20 ms covers a local terminal, tmux and ssh on a LAN; set ESCDELAY
+    higher for a slow link (a sequence split by it reads as Esc and then its characters as keys)."""
+    os.environ.setdefault("ESCDELAY", "20")
 
 
 def cmd_tui(args: argparse.Namespace) -> int:
