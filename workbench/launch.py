@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from workbench.native_heap import child_env
+import store
+from workbench.native_heap import child_env, needs_bound
 
 
 def start_worker(
@@ -25,5 +26,21 @@ def start_worker(
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
         start_new_session=True,
-        env=child_env(),  # glibc's heap thresholds from the start (workbench/native_heap.py)
+        # glibc's heap thresholds from the start for a run with multi-turn episodes (workbench/native_heap.py)
+        env=child_env(needs_bound(run_env_kind(db_path, run_id))),
     )
+
+
+def run_env_kind(db_path: str | Path, run_id: int) -> str | None:
+    """The `env` of the run's stored config; None when it cannot be read (the worker will say why)."""
+    try:
+        db = store.open_db(db_path, create=False, readonly=True)
+    except store.StoreError:
+        return None
+    try:
+        config = store.runs.get_run(db, run_id).get("config")
+    except store.StoreError:
+        return None
+    finally:
+        db.conn.close()
+    return config.get("env", "single_turn") if isinstance(config, dict) else None

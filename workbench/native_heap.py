@@ -12,6 +12,11 @@ the worker the UI starts), the round stayed under 2.3 GB. Set by `mallopt` after
 not hold (the round reached 18.8 GB); `workbench train` (headless, training in its own process) therefore
 calls `bound_heap` first thing, before the model loads, which is untested on that round.
 
+Only runs with multi-turn episodes (`env: multi_turn` or `mcp`) get it. Everywhere else the fixed threshold
+only costs: every allocation over 128 KiB is a fresh mapping, so the demo's SFT step (single calls) took 1.84x as
+long, with 2.6M page faults and 10 s of system time a step against 0.37M and 1.2 s (bench/heap_bound.py,
+docs/benchmarks.md), and the demo never needed it (peak 3.9 GB).
+
 Linux/glibc only; elsewhere (or with another allocator preloaded) nothing is changed.
 """
 
@@ -26,6 +31,12 @@ M_TRIM_THRESHOLD = -1  # glibc's mallopt parameters (malloc.h)
 M_MMAP_THRESHOLD = -3
 THRESHOLD_BYTES = 128 * 1024  # glibc's own starting value, kept fixed
 HEAP_ENV = {"MALLOC_MMAP_THRESHOLD_": str(THRESHOLD_BYTES), "MALLOC_TRIM_THRESHOLD_": str(THRESHOLD_BYTES)}
+BOUNDED_ENVS = frozenset({"multi_turn", "mcp"})  # the envs whose episodes run turn after turn
+
+
+def needs_bound(env_kind: str | None) -> bool:
+    """Whether a run in this `env` gets the fixed thresholds (multi-turn episodes only; see above)."""
+    return env_kind in BOUNDED_ENVS
 
 
 def bound_heap() -> bool:
@@ -42,6 +53,7 @@ def bound_heap() -> bool:
     return mallopt(M_MMAP_THRESHOLD, THRESHOLD_BYTES) == 1 and mallopt(M_TRIM_THRESHOLD, THRESHOLD_BYTES) == 1
 
 
-def child_env() -> dict[str, str]:
-    """This process's environment with the thresholds set, for a child that trains (a user's own values kept)."""
-    return {**HEAP_ENV, **os.environ}
+def child_env(bound: bool = True) -> dict[str, str]:
+    """This process's environment, with the thresholds set when `bound`, for a child that trains (a user's own
+    values kept either way)."""
+    return {**HEAP_ENV, **os.environ} if bound else dict(os.environ)

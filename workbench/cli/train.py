@@ -4,13 +4,32 @@ its config checked (`--check`)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+
+
+def _env_kind(args: argparse.Namespace) -> str | None:
+    """The run's `env` (its config file, or the stored config of the run resumed); None when unreadable: the
+    checks that follow say why."""
+    from workbench.config import ConfigError, load_config
+    from workbench.launch import run_env_kind
+
+    if args.resume is not None:
+        return run_env_kind(args.db, args.resume) if args.db else None
+    try:
+        return load_config(args.config).env if args.config else None
+    except ConfigError:
+        return None
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     from workbench import distributed, native_heap
 
-    native_heap.bound_heap()  # before the model loads: a headless run trains in this process
+    if native_heap.needs_bound(
+        _env_kind(args)
+    ):  # before the model loads: a headless run trains in this process
+        native_heap.bound_heap()
+        os.environ.update({**native_heap.HEAP_ENV, **os.environ})  # and its ranks, when it spawns them
     from workbench.invocation import workbench_command
     from workbench.preflight import TrainRequest, load_checked, run_for_args
     from workbench.worker import run_worker
