@@ -25,9 +25,8 @@ def _env_kind(args: argparse.Namespace) -> str | None:
 def cmd_train(args: argparse.Namespace) -> int:
     from workbench import distributed, native_heap
 
-    if native_heap.needs_bound(
-        _env_kind(args)
-    ):  # before the model loads: a headless run trains in this process
+    # Before the model loads (a headless run trains in this process), for runs with multi-turn episodes.
+    if native_heap.needs_bound(_env_kind(args)):
         native_heap.bound_heap()
         os.environ.update({**native_heap.HEAP_ENV, **os.environ})  # and its ranks, when it spawns them
     from workbench.invocation import workbench_command
