@@ -9,7 +9,8 @@ repository).
 
     .venv/bin/python bench/update_memory.py DB [--step 1] [--tree PATH ...] [--reps 2] [--micro-batch 16]
 
-Each child runs with the worker's heap settings (workbench.native_heap), prints one JSON line.
+Each child runs with the heap settings the run's worker would have (workbench.native_heap: the fixed threshold
+for multi-turn runs only), prints one JSON line.
 """
 
 from __future__ import annotations
@@ -114,12 +115,15 @@ def main() -> None:
         return
     trees = [str(Path(t).resolve()) for t in (args.tree or [str(HERE)])]
     sys.path.insert(0, str(HERE))
-    from workbench.native_heap import child_env
+    from workbench.launch import run_env_kind
+    from workbench.native_heap import child_env, needs_bound
 
+    # The worker's rule (run 1, as the children read): the fixed threshold for multi-turn runs only.
+    bound = needs_bound(run_env_kind(args.db, 1))
     runs: dict[str, list[dict]] = {t: [] for t in trees}
     for _ in range(args.reps):
         for tree in trees:
-            env = {**child_env(), "PYTHONPATH": tree}
+            env = {**child_env(bound), "PYTHONPATH": tree}
             cmd = [sys.executable, __file__, args.db, "--step", str(args.step), "--child"]
             cmd += ["--micro-batch", str(args.micro_batch)]
             done = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True)
