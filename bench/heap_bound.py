@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import resource
 import statistics
 import subprocess
@@ -33,30 +32,11 @@ def child(arm: str, config: str, steps: int) -> dict:
     bound = native_heap.bound_heap() if arm == "bound" else False
     import torch
 
-    from workbench.config import load_config
-    from workbench.envs import env_for_config
+    from bench.demo_sft import lora_policy, sft_batches
     from workbench.learn.sft import sft_step
-    from workbench.learn.sft_native import env_sft_examples
-    from workbench.models import load_policy
-    from workbench.splits import stage_tasks
-    from workbench.tasks import load_task_source
 
-    cfg = load_config(config)
-    env = env_for_config(cfg)
-    sft_tasks, _ = stage_tasks(
-        load_task_source(cfg.tasks, "train"), cfg.grpo_holdout, cfg.grpo_skills, cfg.sft_skill_weights
-    )
-    examples = env_sft_examples(env, sft_tasks)
-    rng = random.Random(cfg.seed)
-    batches = [rng.sample(examples, cfg.sft_batch_size) for _ in range(steps)]
-    policy = load_policy(
-        cfg.model,
-        adapter="lora",
-        lora_r=cfg.lora.r,
-        lora_alpha=cfg.lora.alpha,
-        target_modules=cfg.lora.target_modules,
-        seed=cfg.seed,
-    )
+    cfg, env, batches = sft_batches(config, steps)
+    policy = lora_policy(cfg)
     opt = torch.optim.AdamW(policy.trainable_parameters(), lr=cfg.sft_learning_rate, weight_decay=0.0)
     secs, losses, faults, sys_s = [], [], [], []
     for i, batch in enumerate(batches):

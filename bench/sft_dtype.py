@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import statistics
 import sys
 import time
@@ -23,13 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from workbench.config import load_config  # noqa: E402
-from workbench.envs import env_for_config  # noqa: E402
+from bench.demo_sft import lora_policy, sft_batches  # noqa: E402
 from workbench.learn.sft import sft_step  # noqa: E402
-from workbench.learn.sft_native import env_sft_examples  # noqa: E402
-from workbench.models import load_policy  # noqa: E402
-from workbench.splits import stage_tasks  # noqa: E402
-from workbench.tasks import load_task_source  # noqa: E402
 
 
 def main() -> int:
@@ -38,14 +32,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=6, help="steps per variant (the first is not timed)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    cfg = load_config(args.config)
-    env = env_for_config(cfg)
-    sft_tasks, _ = stage_tasks(
-        load_task_source(cfg.tasks, "train"), cfg.grpo_holdout, cfg.grpo_skills, cfg.sft_skill_weights
-    )
-    examples = env_sft_examples(env, sft_tasks)
-    rng = random.Random(cfg.seed)
-    batches = [rng.sample(examples, cfg.sft_batch_size) for _ in range(args.steps)]
+    cfg, env, batches = sft_batches(args.config, args.steps)
     runs = {}
     # variant -> (base weights' dtype, autocast dtype)
     for name, (dtype, mixed) in {
@@ -53,15 +40,7 @@ def main() -> int:
         "bfloat16_weights": ("bfloat16", None),
         "bfloat16_autocast": ("float32", torch.bfloat16),
     }.items():
-        policy = load_policy(
-            cfg.model,
-            adapter="lora",
-            lora_r=cfg.lora.r,
-            lora_alpha=cfg.lora.alpha,
-            target_modules=cfg.lora.target_modules,
-            dtype=dtype,
-            seed=cfg.seed,
-        )
+        policy = lora_policy(cfg, dtype=dtype)
         opt = torch.optim.AdamW(policy.trainable_parameters(), lr=cfg.sft_learning_rate, weight_decay=0.0)
         runs[name] = {"policy": policy, "opt": opt, "autocast": mixed, "secs": [], "losses": []}
     for batch in batches:
