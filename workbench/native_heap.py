@@ -15,7 +15,8 @@ calls `bound_heap` first thing, before the model loads, which is untested on tha
 Only runs with multi-turn episodes (`env: multi_turn` or `mcp`) get it. Everywhere else the fixed threshold
 only costs: every allocation over 128 KiB is a fresh mapping, so the demo's SFT step (single calls) took 1.84x as
 long, with 2.6M page faults and 10 s of system time a step against 0.37M and 1.2 s (bench/heap_bound.py,
-docs/benchmarks.md), and the demo never needed it (peak 3.9 GB).
+docs/benchmarks.md), and the demo never needed it (it ran without it until session 18; its SFT step peaks
+at 3.9 GB on glibc's own heap).
 
 Linux/glibc only; elsewhere (or with another allocator preloaded) nothing is changed.
 """
