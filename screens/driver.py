@@ -8,7 +8,7 @@ ESCDELAY said (docs/benchmarks.md, "Full garbage collections and a lone Esc").
 Here the input thread's selector wakes at the parser's own deadline when one is pending, and otherwise waits as
 long as Textual asks: a lone Esc counts after ESCDELAY, and an idle UI wakes 10 times a second as before. (A
 first version polled at ESCDELAY / 2 all the time: Esc counted within 1.5 x ESCDELAY, and the idle input thread
-took ~1.7% of a core at 20 ms.)
+took ~1.7% of a core at ESCDELAY 20 ms.)
 
 The input thread makes its selector, then its parser, from the names linux_driver imported (`selectors`,
 `XTermParser`); those two names are pointed at subclasses that find each other through the thread (nothing
