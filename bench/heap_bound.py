@@ -71,32 +71,15 @@ def main() -> int:
     if args.child:
         print(json.dumps(child(args.child, args.config, args.steps)))
         return 0
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")
-    }  # glibc's defaults unless bound
+    # glibc's defaults unless the child bounds its own heap
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
     results: list[dict] = []
     for r in range(args.rounds):
         for arm in ("bound", "default") if r % 2 == 0 else ("default", "bound"):
-            out = (
-                subprocess.run(
-                    [
-                        sys.executable,
-                        __file__,
-                        "--child",
-                        arm,
-                        "--config",
-                        args.config,
-                        "--steps",
-                        str(args.steps),
-                    ],
-                    capture_output=True,
-                    text=True,
-                    env=env,
-                    check=True,
-                )
-                .stdout.strip()
-                .splitlines()[-1]
-            )
+            cmd = [sys.executable, __file__, "--child", arm, "--config", args.config]
+            cmd += ["--steps", str(args.steps)]
+            done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
+            out = done.stdout.strip().splitlines()[-1]
             results.append({"round": r + 1, **json.loads(out)})
             print(json.dumps(results[-1]), flush=True)
     summary = {}

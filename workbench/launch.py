@@ -8,7 +8,10 @@ import sys
 from pathlib import Path
 
 import store
+from workbench.config import Config
 from workbench.native_heap import child_env, needs_bound
+
+DEFAULT_ENV = Config.__dataclass_fields__["env"].default  # what a stored config without `env` ran in
 
 
 def start_worker(
@@ -43,4 +46,4 @@ def run_env_kind(db_path: str | Path, run_id: int) -> str | None:
         return None
     finally:
         db.conn.close()
-    return config.get("env", "single_turn") if isinstance(config, dict) else None
+    return config.get("env", DEFAULT_ENV) if isinstance(config, dict) else None

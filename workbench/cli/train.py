@@ -28,7 +28,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     # Before the model loads (a headless run trains in this process), for runs with multi-turn episodes.
     if native_heap.needs_bound(_env_kind(args)):
         native_heap.bound_heap()
-        os.environ.update({**native_heap.HEAP_ENV, **os.environ})  # and its ranks, when it spawns them
+        # and for its ranks, when it spawns them (a user's own values kept)
+        os.environ.update(native_heap.child_env())
     from workbench.invocation import workbench_command
     from workbench.preflight import TrainRequest, load_checked, run_for_args
     from workbench.worker import run_worker
