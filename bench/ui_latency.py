@@ -5,14 +5,17 @@
     .venv/bin/python bench/ui_latency.py --attach RUN.db [--presses 40]  # beside a run already training
 
 Starts the embedded demo's worker (SmolLM2-135M on both cores), opens `workbench tui` in a detached tmux
-session of the given size, and once the worker is training (its first SFT step is stored) sends keys
-with `tmux send-keys`, polling `tmux capture-pane` until the screen shows the key's effect:
+session of the given size, and once the worker is training (its first SFT step is stored) sends keys and
+reads the screen until it shows the key's effect:
 
     ]        next curve: the curves pane's title goes to "(k/N)"        (a pane redraw)
     ?, esc   the help screen opens ("esc: close", its footer), then closes (a screen push / pop)
 
-The latency is from just before send-keys to the first capture that shows the change, so it includes
-tmux and the polling (a capture every ~10 ms: the resolution; polling faster steals a core from the two).
+The latency is from just before the key is sent to the first capture that shows the change, so it includes
+tmux. `--probe control` (the default) sends and captures through one tmux control-mode client, capturing
+again each time tmux reports output from the pane; `--probe spawn` (the bench before 2026-12-08) runs a
+`tmux send-keys` and then a `tmux capture-pane` process every ~10 ms, about 100 processes a second on the
+cores the UI and the worker share: the probe's own cost is in its figures (docs/benchmarks.md).
 `--no-worker` is the control: the same presses with no worker running (the UI on a quiet machine).
 Goal: p95 < 100 ms while the worker trains.
 
@@ -30,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import random
 import re
 import shutil
@@ -37,6 +41,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -53,27 +58,115 @@ def tmux(*args: str) -> str:
     return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True).stdout
 
 
-def screen() -> str:
-    return tmux("capture-pane", "-p", "-t", SESSION)
+class SpawnProbe:
+    """Each key a `tmux send-keys` process, then a `tmux capture-pane` process every `poll` s until the screen
+    shows the key's effect: about 100 processes a second, on the same cores as the UI and the worker."""
+
+    def __init__(self, poll: float = 0.008) -> None:
+        self.poll = poll
+
+    def screen(self) -> str:
+        return tmux("capture-pane", "-p", "-t", SESSION)
+
+    def send(self, key: str) -> None:
+        tmux("send-keys", "-t", SESSION, key)
+
+    def wait_for(self, pred, timeout: float) -> float:
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < timeout:
+            if pred(self.screen()):
+                return time.perf_counter() - t0
+            time.sleep(self.poll)
+        raise TimeoutError(f"screen did not change in {timeout} s:\n{self.screen()}")
+
+    def close(self) -> None:
+        pass
 
 
-def wait_for(pred, timeout: float, poll: float = 0.008) -> float:
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < timeout:
-        if pred(screen()):
-            return time.perf_counter() - t0
-        time.sleep(poll)
-    raise TimeoutError(f"screen did not change in {timeout} s:\n{screen()}")
+class ControlProbe:
+    """One tmux control-mode client (`tmux -C`) for the whole bench: keys are sent and the pane is captured
+    through it, and a capture is taken only when tmux reports output from the pane (its `%output`
+    notification), so nothing is spawned and nothing polls while the screen is still."""
+
+    def __init__(self, fallback_s: float = 0.05) -> None:
+        self.proc = subprocess.Popen(
+            ["tmux", "-C", "attach-session", "-f", "ignore-size", "-t", SESSION],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,  # buffered: an unbuffered pipe's readline reads a byte at a time
+        )
+        self.fallback_s = fallback_s  # a capture at least this often, should a notification be missed
+        self.replies: queue.Queue[tuple[bool, list[str]]] = queue.Queue()
+        self.output = threading.Event()
+        self.lock = threading.Lock()
+        threading.Thread(target=self._read, daemon=True).start()
+        # The attach's own reply comes first, then this one's: drain until the client answers.
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"display-message -p probe-ready\n")
+        self.proc.stdin.flush()
+        while "probe-ready" not in self.replies.get(timeout=30)[1]:
+            pass
+
+    def _read(self) -> None:
+        block: list[str] | None = None
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            if block is not None:
+                if line.startswith(("%end ", "%error ")):
+                    self.replies.put((line.startswith("%end "), block))
+                    block = None
+                else:
+                    block.append(line)
+            elif line.startswith("%begin "):
+                block = []
+            elif line.startswith("%output "):
+                self.output.set()
+            elif line.startswith("%exit"):
+                break
+
+    def command(self, cmd: str) -> list[str]:
+        with self.lock:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(cmd.encode() + b"\n")
+            self.proc.stdin.flush()
+            ok, lines = self.replies.get(timeout=30)
+        if not ok:
+            raise RuntimeError(f"tmux {cmd!r}: {lines}")
+        return lines
+
+    def screen(self) -> str:
+        return "\n".join(self.command(f"capture-pane -p -t {SESSION}"))
+
+    def send(self, key: str) -> None:
+        self.command(f"send-keys -t {SESSION} {key}")
+
+    def wait_for(self, pred, timeout: float) -> float:
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < timeout:
+            self.output.clear()  # output after this point wakes the next capture
+            if pred(self.screen()):
+                return time.perf_counter() - t0
+            self.output.wait(self.fallback_s)
+        raise TimeoutError(f"screen did not change in {timeout} s:\n{self.screen()}")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()  # an empty line / EOF detaches the client
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
 
 
 TIMEOUTS: list[str] = []  # keys whose effect was not on screen within the timeout (counted at the timeout)
 
 
-def press(key: str, pred, timeout: float = 10.0) -> float:
+def press(probe, key: str, pred, timeout: float = 10.0) -> float:
     t0 = time.perf_counter()
-    tmux("send-keys", "-t", SESSION, key)
+    probe.send(key)
     try:
-        wait_for(pred, timeout)
+        probe.wait_for(pred, timeout)
     except TimeoutError:
         TIMEOUTS.append(key)
         if len(TIMEOUTS) >= 3:  # the UI does not answer: three are the figure, more would only take long
@@ -202,6 +295,12 @@ def main() -> None:
     ap.add_argument("--step-rows", type=int, default=512, help="--writer: rows a step")
     ap.add_argument("--tasks", type=int, default=280, help="--writer: tasks of the synthetic run")
     ap.add_argument("--attach", metavar="DB", help="a run another process is training now (its first run)")
+    ap.add_argument(
+        "--probe",
+        choices=("control", "spawn"),
+        default="control",
+        help="how the screen is read: one tmux control-mode client (default) or a process per capture",
+    )
     ap.add_argument("--json")
     args = ap.parse_args()
     if args.attach and (args.writer is not None or args.no_worker):
@@ -234,9 +333,10 @@ def main() -> None:
         rows,
         f"cd {tmp} && {env}{bindir / 'workbench'} tui --db {db_path} --run {run_id}",
     )
-    worker_pid = None
+    worker_pid, probe = None, None
     try:
-        wait_for(lambda s: "Curves:" in s, 60)
+        probe = ControlProbe() if args.probe == "control" else SpawnProbe()
+        probe.wait_for(lambda s: "Curves:" in s, 60)
         time.sleep(2.0)  # the dashboard's first load (in a thread) lands after its first paint
         if args.writer is not None:
             # Rate 0 too: the idle control's run is as live (lock, heartbeat, status) as the written one.
@@ -279,14 +379,14 @@ def main() -> None:
                 # The curves pane's title says "(k/N)": read where it is before each press. (Read once at the
                 # start, a title drawn before the dashboard's first load was wrong by one: the load picks the
                 # SFT loss curve until the user picks one.)
-                m = re.search(r"Curves: .*?\((\d+)/(\d+)\)", screen())
+                m = re.search(r"Curves: .*?\((\d+)/(\d+)\)", probe.screen())
                 if m is None:
-                    raise SystemExit(f"no curves title on screen:\n{screen()}")
+                    raise SystemExit(f"no curves title on screen:\n{probe.screen()}")
                 n_curves = int(m.group(2))
                 due = f"({int(m.group(1)) % n_curves + 1}/{n_curves})"
-                lat["next curve ]"].append(press("]", lambda s, due=due: due in s))
-                lat["open help ?"].append(press("?", lambda s: HELP_MARK in s))
-                lat["close help esc"].append(press("Escape", lambda s: HELP_MARK not in s))
+                lat["next curve ]"].append(press(probe, "]", lambda s, due=due: due in s))
+                lat["open help ?"].append(press(probe, "?", lambda s: HELP_MARK in s))
+                lat["close help esc"].append(press(probe, "Escape", lambda s: HELP_MARK not in s))
                 time.sleep(0.05)
         except TimeoutError:
             print("stopped: three keys were not on screen within 10 s")
@@ -295,6 +395,8 @@ def main() -> None:
         traj = store.trajectories.count_trajectories(db, run_id) - traj0
         status = store.runs.get_run(db, run_id)
     finally:
+        if probe is not None:
+            probe.close()
         subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True)
         if worker_pid:
             subprocess.run(["kill", str(worker_pid)], capture_output=True)
@@ -302,6 +404,7 @@ def main() -> None:
     result = {
         "date": time.strftime("%Y-%m-%d"),
         "size": args.size,
+        "probe": args.probe,
         "worker": not args.no_worker,
         "attached_to": args.attach,
         "writer_rows_per_s": args.writer,
