@@ -51,6 +51,20 @@ import store  # noqa: E402
 from tests.store_helpers import trajectory_row  # noqa: E402
 
 HELP_MARK = "esc: close"  # the help box's footer: always on screen (its body scrolls)
+TITLE = re.compile(r"Curves: .*?\((\d+)/(\d+)\)")  # the curves pane's title, "(k/N)"
+FOOTER_MARK = (
+    "? Help"  # in the dashboard's key footer, the screen's last row; the help screen leaves that row blank
+)
+
+
+def footer(screen: str) -> bool:
+    """Whether the dashboard's footer is on the last row. A frame reaches tmux in pieces, top to bottom, so a
+    capture can fall between them: the help mark gone is not yet the dashboard drawn, nor is it present the
+    help drawn; the last row is."""
+    rows = screen.rstrip("\n").split("\n")
+    return FOOTER_MARK in rows[-1]
+
+
 SESSION = "wb-ui-bench"
 
 
@@ -379,14 +393,15 @@ def main() -> None:
                 # The curves pane's title says "(k/N)": read where it is before each press. (Read once at the
                 # start, a title drawn before the dashboard's first load was wrong by one: the load picks the
                 # SFT loss curve until the user picks one.)
-                m = re.search(r"Curves: .*?\((\d+)/(\d+)\)", probe.screen())
-                if m is None:
-                    raise SystemExit(f"no curves title on screen:\n{probe.screen()}")
+                probe.wait_for(lambda s: TITLE.search(s) is not None, 5.0)
+                m = TITLE.search(probe.screen())
                 n_curves = int(m.group(2))
                 due = f"({int(m.group(1)) % n_curves + 1}/{n_curves})"
                 lat["next curve ]"].append(press(probe, "]", lambda s, due=due: due in s))
-                lat["open help ?"].append(press(probe, "?", lambda s: HELP_MARK in s))
-                lat["close help esc"].append(press(probe, "Escape", lambda s: HELP_MARK not in s))
+                lat["open help ?"].append(press(probe, "?", lambda s: HELP_MARK in s and not footer(s)))
+                lat["close help esc"].append(
+                    press(probe, "Escape", lambda s: HELP_MARK not in s and footer(s))
+                )
                 time.sleep(0.05)
         except TimeoutError:
             print("stopped: three keys were not on screen within 10 s")
