@@ -52,15 +52,14 @@ from tests.store_helpers import trajectory_row  # noqa: E402
 
 HELP_MARK = "esc: close"  # the help box's footer: always on screen (its body scrolls)
 TITLE = re.compile(r"Curves: .*?\((\d+)/(\d+)\)")  # the curves pane's title, "(k/N)"
-FOOTER_MARK = (
-    "? Help"  # in the dashboard's key footer, the screen's last row; the help screen leaves that row blank
-)
+# In the dashboard's key footer, the screen's last row; the help screen leaves that row blank.
+FOOTER_MARK = "? Help"
 
 
 def footer(screen: str) -> bool:
     """Whether the dashboard's footer is on the last row. A frame reaches tmux in pieces, top to bottom, so a
-    capture can fall between them: the help mark gone is not yet the dashboard drawn, nor is it present the
-    help drawn; the last row is."""
+    capture can fall between two of them: the help mark gone does not yet mean the dashboard is drawn, nor the
+    mark present that the help is; the last row, drawn last, tells."""
     rows = screen.rstrip("\n").split("\n")
     return FOOTER_MARK in rows[-1]
 
@@ -85,11 +84,12 @@ class SpawnProbe:
     def send(self, key: str) -> None:
         tmux("send-keys", "-t", SESSION, key)
 
-    def wait_for(self, pred, timeout: float) -> float:
+    def wait_for(self, pred, timeout: float) -> str:
+        """The first screen that satisfies `pred`; TimeoutError after `timeout` s."""
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < timeout:
-            if pred(self.screen()):
-                return time.perf_counter() - t0
+            if pred(shown := self.screen()):
+                return shown
             time.sleep(self.poll)
         raise TimeoutError(f"screen did not change in {timeout} s:\n{self.screen()}")
 
@@ -154,12 +154,13 @@ class ControlProbe:
     def send(self, key: str) -> None:
         self.command(f"send-keys -t {SESSION} {key}")
 
-    def wait_for(self, pred, timeout: float) -> float:
+    def wait_for(self, pred, timeout: float) -> str:
+        """The first screen that satisfies `pred`; TimeoutError after `timeout` s."""
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < timeout:
             self.output.clear()  # output after this point wakes the next capture
-            if pred(self.screen()):
-                return time.perf_counter() - t0
+            if pred(shown := self.screen()):
+                return shown
             self.output.wait(self.fallback_s)
         raise TimeoutError(f"screen did not change in {timeout} s:\n{self.screen()}")
 
@@ -393,8 +394,8 @@ def main() -> None:
                 # The curves pane's title says "(k/N)": read where it is before each press. (Read once at the
                 # start, a title drawn before the dashboard's first load was wrong by one: the load picks the
                 # SFT loss curve until the user picks one.)
-                probe.wait_for(lambda s: TITLE.search(s) is not None, 5.0)
-                m = TITLE.search(probe.screen())
+                m = TITLE.search(probe.wait_for(lambda s: TITLE.search(s) is not None, 5.0))
+                assert m is not None
                 n_curves = int(m.group(2))
                 due = f"({int(m.group(1)) % n_curves + 1}/{n_curves})"
                 lat["next curve ]"].append(press(probe, "]", lambda s, due=due: due in s))
