@@ -199,6 +199,8 @@ class Policy:
         self._ref_copy: torch.nn.Module | None = None  # full: the reference model
         self._ref_adapter: dict[str, torch.Tensor] | None = None  # lora: the reference adapter's tensors
         self._version_at_load = _version_sum(model)
+        # Tokens whose embedding and LM-head rows train with the LoRA (workbench.token_rows); "full" trains all.
+        self.trained_tokens: list[str] = []
 
     @property
     def device(self) -> torch.device:
@@ -327,17 +329,22 @@ class Policy:
 
 def _saved_lora_shape(
     adapter_path: str | os.PathLike[str], r: int, alpha: int, targets: Sequence[str] | str
-) -> tuple[int, int, Sequence[str] | str]:
-    """(r, alpha, target modules) of the adapter saved at `adapter_path`; the given ones where it says nothing."""
+) -> tuple[int, int, Sequence[str] | str, list[int] | None]:
+    """(r, alpha, target modules, trained token ids) of the adapter saved at `adapter_path`; the given ones
+    where it says nothing, and None for the token ids where there is no saved adapter config."""
     config = Path(adapter_path) / "adapter_config.json"
     if not config.is_file():
-        return r, alpha, targets
+        return r, alpha, targets, None
     saved = json.loads(config.read_text())
     modules = saved.get("target_modules")
+    tokens = saved.get("trainable_token_indices")
+    if isinstance(tokens, dict):  # {module: ids}, the same ids for each module (token_rows writes it so)
+        tokens = next(iter(tokens.values()), None)
     return (
         int(saved.get("r", r)),
         int(saved.get("lora_alpha", alpha)),
         sorted(modules) if isinstance(modules, list) and modules else targets,
+        [int(i) for i in tokens or []],
     )
 
 
@@ -383,13 +390,17 @@ def load_policy(
         from peft import LoraConfig, get_peft_model
 
         from workbench.lora_targets import resolve_target_modules
+        from workbench.token_rows import fast_rows, trainable_token_indices, untrained_template_tokens
 
+        saved_tokens = None
         if adapter_path is not None:
             # A saved adapter defines its own shape: `workbench eval --adapter` on an all-linear or r=32 run's
             # checkpoint must not need those settings repeated (peft refuses a mismatch when loading).
-            lora_r, lora_alpha, target_modules = _saved_lora_shape(
+            lora_r, lora_alpha, target_modules, saved_tokens = _saved_lora_shape(
                 adapter_path, lora_r, lora_alpha, target_modules
             )
+        # Template tokens the checkpoint never trained (Qwen2.5-Coder's <tool_call>): their rows train too.
+        token_ids = saved_tokens if saved_tokens is not None else untrained_template_tokens(model, tokenizer)
 
         config = LoraConfig(
             r=lora_r,
@@ -398,6 +409,7 @@ def load_policy(
             target_modules=resolve_target_modules(model, target_modules),  # or "all-linear": detected
             bias="none",
             task_type="CAUSAL_LM",
+            trainable_token_indices=trainable_token_indices(model, token_ids),
         )
         # A seeded LoRA init runs in a forked RNG so the caller's global RNG is not reseeded.
         rng = torch.random.fork_rng(devices=[]) if seed is not None else nullcontext()
@@ -406,12 +418,16 @@ def load_policy(
                 torch.manual_seed(seed)
             warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
             model = get_peft_model(model, config)
+        if token_ids:
+            fast_rows(model)
     else:
         for p in model.parameters():
             p.requires_grad_(True)
     model.to(target)  # LoRA weights stay float32 over a bf16 base (peft's autocast_adapter_dtype)
     model.eval()  # the trainer switches to train() for its update; generation wants eval (no LoRA dropout)
     policy = Policy(model, tokenizer, str(name), adapter)
+    if adapter == "lora":
+        policy.trained_tokens = tokenizer.convert_ids_to_tokens(token_ids)
     if adapter_path is not None:
         policy.load_adapter(adapter_path)
         policy._version_at_load = _version_sum(policy.model)

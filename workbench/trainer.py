@@ -145,6 +145,12 @@ class Trainer:
             seed=cfg.seed,
             device=cfg.device,
         )
+        if self.policy.trained_tokens:
+            self._warn(
+                f"{cfg.model}: {', '.join(self.policy.trained_tokens)} in its chat template are untrained tokens "
+                "in this checkpoint (their rows equal the vocabulary's unused ones), so no adapter on the linear "
+                "layers could make the model write them; their embedding and LM-head rows train with the adapter"
+            )
         self.collective.broadcast_params(self.policy.trainable_parameters())
         if cfg.tool_format == "native":  # the call format is read from the model's own chat template
             bind_tokenizer(self.env, cfg, self.policy.tokenizer)  # in place: MCP servers start once

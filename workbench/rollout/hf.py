@@ -113,10 +113,18 @@ class OneDNNHead(torch.nn.Module):
         return y.to_dense().reshape(*x.shape[:-1], -1)
 
 
-def _head_owner(model: Any) -> Any:
-    """The HF model whose `lm_head` is a plain Linear (under peft: the base model), or None."""
+def _head_slot(model: Any) -> tuple[Any, str] | None:
+    """(module, attribute) holding the model's LM head as a plain Linear, or None: the HF model's `lm_head`
+    (under peft: the base model's), or, where the head's rows of some tokens train (workbench.token_rows),
+    the base layer under peft's wrapper (the trained columns are written over its output)."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return base if isinstance(getattr(base, "lm_head", None), torch.nn.Linear) else None
+    head = getattr(base, "lm_head", None)
+    if isinstance(head, torch.nn.Linear):
+        return base, "lm_head"
+    rows = getattr(head, "token_adapter", None)
+    if isinstance(getattr(rows, "base_layer", None), torch.nn.Linear):
+        return rows, "base_layer"
+    return None
 
 
 class HFEngine:
@@ -142,17 +150,19 @@ class HFEngine:
         self.prefix_kv = PrefixKV()  # the common prefix's keys/values for this policy version
         self.episode_kv = EpisodeKV()  # each going-on episode's own keys/values (keep_kv calls)
 
-    def _fast_head(self, model: Any, device: torch.device) -> tuple[Any, torch.nn.Module] | None:
-        """(owner, the original head) after swapping in the packed head, or None where it does not apply."""
-        owner = _head_owner(model)
+    def _fast_head(self, model: Any, device: torch.device) -> tuple[Any, str, torch.nn.Module] | None:
+        """(holder, attribute, the original head) after swapping in the packed head, or None where it does
+        not apply."""
+        slot = _head_slot(model)
         if not (
             self.onednn_head
-            and owner is not None
+            and slot is not None
             and device.type == "cpu"
             and torch.backends.mkldnn.is_available()
         ):
             return None
-        head = owner.lm_head
+        holder, attr = slot
+        head = getattr(holder, attr)
         if head.weight.requires_grad or head.weight.dtype != torch.float32:
             return None
         if (
@@ -161,8 +171,8 @@ class HFEngine:
             or self._packed.version != head.weight._version
         ):
             self._packed = OneDNNHead(head)
-        owner.lm_head = self._packed
-        return owner, head
+        setattr(holder, attr, self._packed)
+        return holder, attr, head
 
     def update_weights(self, policy: Any) -> None:
         self.policy = policy  # same model object: it already samples from the current weights
@@ -319,7 +329,7 @@ class HFEngine:
                     )
         finally:
             if swapped is not None:
-                swapped[0].lm_head = swapped[1]
+                setattr(*swapped)
             model.train(was_training)
         return out
 
