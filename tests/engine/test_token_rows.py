@@ -168,3 +168,25 @@ def test_the_engine_samples_the_trained_rows_through_the_packed_head(untrained_d
     assert all(c.token_ids[0] == tag for c in fast[0])  # the trained row, through the packed head
     for a, b in zip(fast[0], plain[0], strict=True):
         assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
+
+
+def test_vllm_gets_the_trained_rows_merged_under_the_base_names(untrained_dir):
+    from workbench.rollout.vllm import merged_weights
+
+    policy = load_policy(untrained_dir, target_modules="all-linear", seed=0)
+    _train_to_write_the_tag(policy, _prompt(policy), steps=3)
+    merged = policy.model.merge_and_unload()
+    want = merged.state_dict()
+    policy = load_policy(untrained_dir, target_modules="all-linear", seed=0)
+    _train_to_write_the_tag(policy, _prompt(policy), steps=3)  # the same steps again: the same weights
+    got = dict(merged_weights(policy))
+    assert set(got) == set(want)  # base names only: no wrapper, delta or LoRA tensor
+    tag = policy.tokenizer.convert_tokens_to_ids(TAGS[0])
+    for name in ("model.embed_tokens.weight", "lm_head.weight"):
+        assert torch.allclose(got[name], want[name], atol=1e-6)
+        assert not torch.allclose(
+            got[name][tag], got[name][-1]
+        )  # the tag's row trained apart from unused ones
+    assert {"model.embed_tokens.weight", "lm_head.weight"} <= set(
+        dict(merged_weights(policy, only_adapted=True))
+    )

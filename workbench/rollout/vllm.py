@@ -95,7 +95,8 @@ def _completion(out: Any, prompt: list[int], latency_s: float) -> Completion:
 
 def merged_weights(policy: Any, only_adapted: bool = False) -> list[tuple[str, Any]]:
     """The policy's weights as the base model names them, with the LoRA merged in (all of them, or with
-    `only_adapted` just the modules LoRA wraps: vLLM's layer-wise reload wants whole layers)."""
+    `only_adapted` just the modules LoRA wraps: vLLM's layer-wise reload wants whole layers). Rows of tokens
+    that train with the adapter (workbench.token_rows) are merged into their embedding and head likewise."""
     model = policy.model
     if not hasattr(model, "merge_adapter"):
         return [(n, p.detach()) for n, p in model.named_parameters()]
@@ -103,9 +104,14 @@ def merged_weights(policy: Any, only_adapted: bool = False) -> list[tuple[str, A
     try:
         out = []
         for name, tensor in model.state_dict().items():
-            if "lora_" in name or (only_adapted and ".base_layer." not in name):
+            if (
+                "lora_" in name
+                or "trainable_tokens_" in name
+                or (only_adapted and ".base_layer." not in name)
+            ):
                 continue
-            clean = name.removeprefix("base_model.model.").replace(".base_layer.", ".")
+            clean = name.removeprefix("base_model.model.").replace(".token_adapter.base_layer.", ".")
+            clean = clean.replace(".base_layer.", ".")
             out.append((clean, tensor.detach().clone()))
         return out
     finally:
