@@ -190,3 +190,27 @@ def test_vllm_gets_the_trained_rows_merged_under_the_base_names(untrained_dir):
     assert {"model.embed_tokens.weight", "lm_head.weight"} <= set(
         dict(merged_weights(policy, only_adapted=True))
     )
+
+
+def test_a_run_says_which_rows_train_and_its_checkpoints_keep_them(untrained_dir, tmp_path, verifier_path):
+    import json
+
+    import store
+    from tests.trainer_helpers import tiny_cfg
+    from workbench.trainer import Trainer
+
+    db = store.open_db(tmp_path / "wb.db")
+    cfg = tiny_cfg(untrained_dir, tmp_path, verifier_path, tool_format="native", sft_steps=2, max_steps=2)
+    t = Trainer(cfg, db)
+    t.run()
+    warning = store.runs.latest_event(db, t.run_id, "warning")
+    assert (
+        warning
+        and "<tool_call>, </tool_call>" in warning["message"]
+        and "train with the adapter" in warning["message"]
+    )
+    checkpoint = next(iter(sorted((tmp_path / "runs").glob("run-*/step-*"))))
+    saved = json.loads((checkpoint / "adapter" / "adapter_config.json").read_text())
+    tags = t.policy.tokenizer.convert_tokens_to_ids(TAGS)
+    assert all(ids == sorted(tags) for ids in saved["trainable_token_indices"].values())
+    assert load_policy(untrained_dir, adapter_path=checkpoint / "adapter").trained_tokens == TAGS
