@@ -49,6 +49,8 @@ def test_qwen_coder_05b_fetch_verify_convert_load_and_one_native_generation() ->
     t1 = time.perf_counter()
     policy = load_policy(cfg.model, adapter="lora", seed=0)
     print(f"load_policy: {time.perf_counter() - t1:.1f} s")
+    # Its tag tokens were never trained (rows equal the unused ones): their rows train with the adapter.
+    assert policy.trained_tokens == ["<tool_call>", "</tool_call>"]
     env = env_for_config(cfg, policy.tokenizer)
     assert env.parser == "hermes"  # read from Qwen2.5's template
     task = load_task_source("held_out", "held_out")[0]
