@@ -173,3 +173,20 @@ def test_printed_commands_use_the_workbench_that_works_from_where_they_are_typed
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # not active, as after `make demo` in a fresh shell
     assert workbench_command(tmp_path) == str((scripts / "workbench").absolute())
     assert workbench_command(scripts.parent.parent) == f"{scripts.parent.name}/{scripts.name}/workbench"
+
+
+def test_demo_takes_a_model_with_a_packaged_recipe_and_names_the_choices_otherwise(tmp_path, capsys):
+    from workbench.cli import main
+    from workbench.cli.ui import DEMO_RECIPES, demo_config_path
+    from workbench.config import load_config
+
+    default = load_config(demo_config_path())
+    assert (default.model, default.name) == ("smollm2-135m", "demo")
+    qwen = load_config(demo_config_path("qwen2.5-coder-0.5b"))
+    assert qwen.model == "qwen2.5-coder-0.5b" and qwen.tool_format == "native"
+    assert qwen.name != default.name  # each model's demo re-attaches to its own run
+    assert {load_config(demo_config_path(m)).model for m in DEMO_RECIPES} == set(DEMO_RECIPES)
+    code = main(["demo", "--model", "llama-7b", "--db", str(tmp_path / "wb.db"), "--headless"])
+    err = capsys.readouterr().err
+    assert code != 0 and "llama-7b" in err and "qwen2.5-coder-0.5b" in err
+    assert not (tmp_path / "wb.db").exists()  # refused before anything was created

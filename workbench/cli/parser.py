@@ -156,6 +156,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--db", default=DEFAULT_DB)
     p.add_argument("--headless", action="store_true", help="start the worker and return")
+    p.add_argument(
+        "--model",
+        help="the packaged recipe of this model: smollm2-135m (default) or qwen2.5-coder-0.5b (fetched and "
+        "verified on first use)",
+    )
     p.set_defaults(fn=cmd_demo)
     p = sub.add_parser("ls", help="runs in a database: status, phase, step, worker")
     p.add_argument("--db", default=DEFAULT_DB)

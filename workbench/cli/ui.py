@@ -9,10 +9,22 @@ import time
 from importlib import resources
 from pathlib import Path
 
+# `workbench demo --model NAME`: the packaged recipe for each model it knows (decided on validation:
+# docs/results.md). A model's demo is a run of its own name, so each re-attaches to its own run.
+DEMO_RECIPES = {"smollm2-135m": "demo.yaml", "qwen2.5-coder-0.5b": "demo_qwen05b.yaml"}
 
-def demo_config_path() -> Path:
-    """The packaged demo run's config (`workbench/data/demo.yaml`)."""
-    return Path(str(resources.files("workbench").joinpath("data/demo.yaml")))
+
+def demo_config_path(model: str | None = None) -> Path:
+    """The packaged demo config for `model` (default: the embedded SmolLM2-135M's, `workbench/data/demo.yaml`)."""
+    name = model or "smollm2-135m"
+    if name not in DEMO_RECIPES:
+        from workbench.errors import InputError
+
+        raise InputError(
+            f"workbench demo --model {name}: no packaged demo recipe for it; choose one of {sorted(DEMO_RECIPES)}, "
+            "or write a config (`workbench init`) and run `workbench train`"
+        )
+    return Path(str(resources.files("workbench").joinpath(f"data/{DEMO_RECIPES[name]}")))
 
 
 def _quick_escape() -> None:
@@ -46,13 +58,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from workbench.run.inputs import new_run
     from workbench.view import Run, RunState, allowed, worker_state
 
+    cfg = load_config(demo_config_path(args.model))
     db = store.open_db(args.db)
-    demo = [Run.from_row(r) for r in store.runs.list_runs(db) if r["name"] == "demo"]
+    demo = [Run.from_row(r) for r in store.runs.list_runs(db) if r["name"] == cfg.name]
     latest = RunState.of(demo[0], time.time()) if demo else None
     if latest is not None and (latest.alive or allowed("start_worker", latest)):  # one not finished: go on
         run_id = demo[0].id
     else:
-        cfg = load_config(demo_config_path())
         run_id = new_run(db, cfg)
     if worker_state(Run.from_row(store.runs.get_run(db, run_id)), time.time()) != "alive":
         start_worker(args.db, run_id)
