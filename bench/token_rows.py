@@ -90,7 +90,7 @@ def main() -> None:
             t = time.perf_counter()
             out = greedy(name, timed)
             times["eval"][name].append(time.perf_counter() - t)
-            tokens[name] = [[c.token_ids for c in g] for g in out] if r == 0 else tokens[name]
+            tokens[name] = [s.completion.token_ids for g in out for ro in g for s in ro.segments]
             opt = torch.optim.SGD(arms[name].trainable_parameters(), lr=0.0)
             t = time.perf_counter()
             loss = sft_step(arms[name], opt, examples, rows_fn=native_sft_rows)

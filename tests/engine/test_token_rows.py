@@ -214,3 +214,21 @@ def test_a_run_says_which_rows_train_and_its_checkpoints_keep_them(untrained_dir
     tags = t.policy.tokenizer.convert_tokens_to_ids(TAGS)
     assert all(ids == sorted(tags) for ids in saved["trainable_token_indices"].values())
     assert load_policy(untrained_dir, adapter_path=checkpoint / "adapter").trained_tokens == TAGS
+
+
+def test_peft_own_forward_still_samples_under_the_packed_head(untrained_dir):
+    """fast_rows' forward is what runs, but a layer left to peft's (which reads `base_layer.weight` and `.bias` to
+    build its merged matrix) must not break while the sampler's packed head is swapped in."""
+    from peft.tuners.trainable_tokens.layer import TrainableTokensLayer
+
+    from workbench.rollout.hf import HFEngine
+
+    policy = load_policy(untrained_dir, target_modules="all-linear", seed=0)
+    prompt = _prompt(policy)[0].tolist()
+    _train_to_write_the_tag(policy, _prompt(policy), steps=30)
+    ours = HFEngine(policy).generate([prompt], 2, max_new_tokens=4, temperature=1.0, seed=3)
+    for layer in policy.model.modules():
+        if isinstance(layer, TrainableTokensLayer):
+            del layer.forward  # peft's own forward again
+    theirs = HFEngine(policy).generate([prompt], 2, max_new_tokens=4, temperature=1.0, seed=3)
+    assert [c.token_ids for c in ours[0]] == [c.token_ids for c in theirs[0]]

@@ -101,14 +101,24 @@ class OneDNNHead(torch.nn.Module):
         super().__init__()
         self.head = head
         self.packed = head.weight.detach().to_mkldnn()
-        self.bias = (
+        self.packed_bias = (
             head.bias.detach() if head.bias is not None else torch.zeros(head.out_features)
         ).to_mkldnn()
         self.version = head.weight._version  # in-place updates bump it: then the copy is stale
 
+    # Code that reads the head's tensors while it is swapped in (peft's own trainable-tokens forward builds its
+    # merged matrix from `base_layer.weight`) gets the original ones.
+    @property
+    def weight(self) -> torch.nn.Parameter:
+        return self.head.weight
+
+    @property
+    def bias(self) -> torch.nn.Parameter | None:
+        return self.head.bias
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = torch._C._nn.mkldnn_linear(
-            x.reshape(-1, x.shape[-1]).contiguous().to_mkldnn(), self.packed, self.bias
+            x.reshape(-1, x.shape[-1]).contiguous().to_mkldnn(), self.packed, self.packed_bias
         )
         return y.to_dense().reshape(*x.shape[:-1], -1)
 
