@@ -102,6 +102,12 @@ def _rows_forward(layer: Any, x: torch.Tensor, *args: Any, **kwargs: Any) -> tor
     return out
 
 
+def runs_fast_rows(layer: Any) -> bool:
+    """Whether `layer` runs the forward above, which calls its base layer as a module (so a packed copy of the
+    head can stand in for it; peft's own forward reads the base layer's weight and checks its type)."""
+    return getattr(getattr(layer, "forward", None), "__func__", None) is _rows_forward
+
+
 def fast_rows(model: Any) -> int:
     """Give every trainable-tokens layer of `model` the forward above; the number of layers changed."""
     from peft.tuners.trainable_tokens.layer import TrainableTokensLayer

@@ -217,8 +217,8 @@ def test_a_run_says_which_rows_train_and_its_checkpoints_keep_them(untrained_dir
 
 
 def test_peft_own_forward_still_samples_under_the_packed_head(untrained_dir):
-    """fast_rows' forward is what runs, but a layer left to peft's (which reads `base_layer.weight` and `.bias` to
-    build its merged matrix) must not break while the sampler's packed head is swapped in."""
+    """fast_rows' forward is what runs, but a layer left to peft's (which reads `base_layer.weight` and checks its
+    type) gets no packed head swapped in under it, and samples the same."""
     from peft.tuners.trainable_tokens.layer import TrainableTokensLayer
 
     from workbench.rollout.hf import HFEngine

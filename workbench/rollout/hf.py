@@ -28,6 +28,7 @@ from workbench.rollout.prefix_kv import PrefixKV, prefix_reuse
 from workbench.rollout.prompt import common_prefix_len
 from workbench.rollout.shared_attention import PrefixLayers, shared_attention, supports_shared_attention
 from workbench.safe_points import DECODE_EVERY
+from workbench.token_rows import runs_fast_rows
 from workbench.types import Completion
 
 MIN_SHARED_PREFIX = 16  # below this, one padded prefill is as cheap as a separate prefix pass
@@ -106,8 +107,8 @@ class OneDNNHead(torch.nn.Module):
         ).to_mkldnn()
         self.version = head.weight._version  # in-place updates bump it: then the copy is stale
 
-    # Code that reads the head's tensors while it is swapped in (peft's own trainable-tokens forward builds its
-    # merged matrix from `base_layer.weight`) gets the original ones.
+    # Code that reads the head's tensors while it is swapped in (token_rows' forward reads the bias of the
+    # columns it writes) gets the original ones.
     @property
     def weight(self) -> torch.nn.Parameter:
         return self.head.weight
@@ -132,7 +133,7 @@ def _head_slot(model: Any) -> tuple[Any, str] | None:
     if isinstance(head, torch.nn.Linear):
         return base, "lm_head"
     rows = getattr(head, "token_adapter", None)
-    if isinstance(getattr(rows, "base_layer", None), torch.nn.Linear):
+    if isinstance(getattr(rows, "base_layer", None), torch.nn.Linear) and runs_fast_rows(rows):
         return rows, "base_layer"
     return None
 
