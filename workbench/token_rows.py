@@ -93,10 +93,7 @@ def _rows_forward(layer: Any, x: torch.Tensor, *args: Any, **kwargs: Any) -> tor
                 scale = layer._get_embed_scale()
                 out.index_put_((hit,), rows * scale.to(out.dtype) if scale is not None else rows)
         else:  # the LM head: its output's last dimension is the vocabulary
-            linear = getattr(
-                layer.base_layer, "head", layer.base_layer
-            )  # the sampler's packed copy: its Linear
-            bias = linear.bias
+            bias = layer.base_layer.bias  # the sampler's packed head gives its Linear's
             cols = torch.nn.functional.linear(x, delta.to(x.dtype), bias[index] if bias is not None else None)
             out.index_copy_(-1, index, cols.to(out.dtype))  # in place: the head's backward needs no output
     return out
