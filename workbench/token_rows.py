@@ -10,8 +10,8 @@ belongs, 0 of 150 validation calls parsed (docs/results.md, session 23). So thos
 adapter (peft's trainable tokens: one row of hidden size per token and module), saved and merged with it.
 
 peft's own forward for those layers builds the whole merged matrix on every call (an index_copy of the
-embedding and of the LM head: 2 x 545 MB on the 0.5B, each decode step), which halved the 0.5B's greedy eval
-(0.93 -> 0.46 tasks/s, session 23). `fast_rows` replaces it on each such layer with the same sum done on the
+embedding and of the LM head, each decode step: docs/benchmarks.md, "Rows of untrained template tokens", has
+what it costs). `fast_rows` replaces it on each such layer with the same sum done on the
 output: the base layer's result, then the trained rows written over the positions (embedding) or the columns
 (LM head) they own, in place (neither base layer's backward reads its output).
 """
